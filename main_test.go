@@ -1,0 +1,37 @@
+package main
+
+import "testing"
+
+func TestAfterDoubleDash(t *testing.T) {
+	cases := []struct {
+		raw  []string
+		n    int
+		want bool
+	}{
+		{[]string{"sbx", "exec", "--", "python3", "-V"}, 2, true},
+		{[]string{"sbx", "exec", "--json", "--", "ls"}, 1, true},
+		{[]string{"sbx", "exec", "task.py", "--", "x"}, 3, false},
+		{[]string{"sbx", "exec", "task.py"}, 1, false},
+	}
+	for _, tc := range cases {
+		if got := afterDoubleDash(tc.raw, tc.n); got != tc.want {
+			t.Errorf("afterDoubleDash(%v, %d) = %v", tc.raw, tc.n, got)
+		}
+	}
+}
+
+func TestParseFileFlag(t *testing.T) {
+	f, err := parseFileFlag("testdata/hello.py:in/x.py")
+	if err != nil || f.Path != "in/x.py" || f.Source != "testdata/hello.py" {
+		t.Fatalf("%+v %v", f, err)
+	}
+	f, err = parseFileFlag("testdata/hello.py")
+	if err != nil || f.Path != "hello.py" {
+		t.Fatalf("%+v %v", f, err)
+	}
+	for _, bad := range []string{"testdata/hello.py:../x", "testdata/hello.py:/abs", "/no/such", ":x", "testdata:x"} {
+		if _, err := parseFileFlag(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,378 @@
+package nsjail
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// IsInit reports whether this process was re-executed by the supervisor
+// to be a sandbox's init: argv[1] says so and it is pid 1 of its own pid
+// namespace. main (and TestMain) must check this before anything else.
+func IsInit() bool {
+	return len(os.Args) == 2 && os.Args[1] == initArg && os.Getpid() == 1
+}
+
+// Init runs the sandbox's init and never returns. It must be called on the
+// main goroutine before anything else runs.
+func Init() {
+	// The thread's credentials, no_new_privs and (later) seccomp filter are
+	// what the payload inherits, so this goroutine stays on one OS thread
+	// for good (runc's standard_init_linux.go does the same).
+	runtime.LockOSThread()
+	status := os.NewFile(statusFD, "status")
+	ctl := os.NewFile(controlFD, "control")
+	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
+	in.tl.on = true // dropped unless the Spec asks for timings
+	in.tl.mark("init: runtime started")
+	os.Exit(in.run())
+}
+
+type initProc struct {
+	status     *os.File
+	ctl        *bufio.Reader
+	spec       Spec
+	payloadPid int
+	tl         timeline
+}
+
+// step is one named action of the init; the name is what the host prints
+// when it fails.
+type step struct {
+	name string
+	fn   func() error
+}
+
+func (in *initProc) run() int {
+	// Neither pipe may reach the payload.
+	unix.CloseOnExec(controlFD)
+	unix.CloseOnExec(statusFD)
+	unix.Umask(0o022)
+	var fds []int
+	steps := []step{
+		{"ignore signals", ignoreSignals},
+		{"prctl PR_SET_DUMPABLE", setNotDumpable},
+		{"read spec", in.readSpec},
+		{"mount --make-rprivate /", makeRootPrivate},
+		{"open bind sources", func() (err error) { fds, err = openBindSources(in.spec.Mounts); return }},
+		{"mount staging root", mountStagingRoot},
+		{"mount plan", func() error { return in.applyPlan(fds) }},
+		{"remount / read-only", func() error { return remountReadOnly(stagingDir) }},
+		{"pivot_root", pivotRoot},
+		{"chdir workdir", func() error { return unix.Chdir(in.spec.Workdir) }},
+		{"sethostname", func() error { return setHostname(in.spec.Hostname) }},
+		{"lo up", bringLoopbackUp},
+		{"setrlimit", func() error { return setRlimits(in.spec.Rlimits) }},
+	}
+	if err := in.runSteps(steps); err != nil {
+		return 1
+	}
+	closeAll(fds)
+	in.tl.on = in.spec.Timings
+	in.send(StatusMsg{Kind: kindReady, Marks: in.takeMarks()})
+
+	var p Payload
+	steps = []step{
+		{"read payload", func() error { return in.readPayload(&p) }},
+		{"write inputs", func() error { return in.writeInputs(p.Files) }},
+	}
+	if err := in.runSteps(steps); err != nil {
+		return 1
+	}
+	argv0, err := lookPath(p.Argv[0], in.env("PATH"))
+	if err != nil {
+		// Not a sandbox failure: the payload's program is missing.
+		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error()})
+		return 0
+	}
+	steps = []step{
+		{"close_range CLOEXEC", closeExtraFDs},
+		{"clear ambient caps", clearAmbientCaps},
+		{"drop bounding set", dropBoundingSet},
+		{"set no_new_privs", setNoNewPrivs},
+		{"clear capabilities", clearCapSets},
+	}
+	if err := in.runSteps(steps); err != nil {
+		return 1
+	}
+	return in.supervise(argv0, p.Argv)
+}
+
+func (in *initProc) runSteps(steps []step) error {
+	for _, s := range steps {
+		err := s.fn()
+		in.tl.mark("init: " + s.name)
+		if err != nil {
+			m := stepErrorMsg(s.name, "", err)
+			var pe *pathError
+			if errors.As(err, &pe) {
+				m.Path = trimStaging(pe.path)
+			}
+			in.send(m)
+			return err
+		}
+	}
+	return nil
+}
+
+// send writes one status line; the supervisor being gone is not an error
+// the init can do anything about.
+func (in *initProc) send(m StatusMsg) {
+	b, err := encodeLine(m)
+	if err == nil {
+		in.status.Write(b)
+	}
+}
+
+func (in *initProc) takeMarks() []Mark {
+	if !in.spec.Timings {
+		return nil
+	}
+	m := in.tl.marks
+	in.tl.marks = nil
+	return m
+}
+
+func (in *initProc) readSpec() error {
+	line, err := in.ctl.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("read control pipe: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in.spec); err != nil {
+		return fmt.Errorf("decode spec: %w", err)
+	}
+	return in.spec.Validate()
+}
+
+func (in *initProc) applyPlan(fds []int) error {
+	for i, m := range in.spec.Mounts {
+		if err := applyMount(m, fds[i]); err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
+		in.tl.mark("  " + m.String())
+	}
+	return nil
+}
+
+func (in *initProc) readPayload(p *Payload) error {
+	line, err := in.ctl.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("read control pipe: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p); err != nil {
+		return fmt.Errorf("decode payload: %w", err)
+	}
+	return CheckPayload(p)
+}
+
+// writeInputs streams each input file from the control pipe into the
+// workspace. The workspace is a fresh tmpfs nobody else has touched yet,
+// so plain path walks are safe here; O_EXCL|O_NOFOLLOW still refuse any
+// surprise.
+func (in *initProc) writeInputs(files []File) error {
+	for _, f := range files {
+		dst := filepath.Join(in.spec.Workdir, f.Path)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return &pathError{"mkdir", filepath.Dir(dst), err}
+		}
+		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, os.FileMode(f.Mode&0o777))
+		if err != nil {
+			return &pathError{"create", dst, err}
+		}
+		_, err = io.CopyN(out, in.ctl, f.Size)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return &pathError{"write", dst, err}
+		}
+	}
+	return nil
+}
+
+// closeExtraFDs marks every fd above stderr close-on-exec, whatever the
+// init may have inherited or opened, so the payload starts with exactly
+// fds 0, 1 and 2 (close_range(2), CLOSE_RANGE_CLOEXEC, Linux 5.11).
+func closeExtraFDs() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+		return closeExtraFDsSlow()
+	}
+	if err != nil {
+		return fmt.Errorf("close_range(3, ~0, CLOSE_RANGE_CLOEXEC): %w", err)
+	}
+	return nil
+}
+
+func closeExtraFDsSlow() error {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
+}
+
+func (in *initProc) env(key string) string {
+	for _, kv := range in.spec.Env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+var (
+	errNotFound   = errors.New("not found")
+	errCannotExec = errors.New("cannot execute")
+)
+
+// lookPath resolves argv[0] in the sandbox's PATH the way execvp does.
+func lookPath(file, path string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, checkExecutable(file)
+	}
+	var firstErr error
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		err := checkExecutable(p)
+		if err == nil {
+			return p, nil
+		}
+		if firstErr == nil && errors.Is(err, errCannotExec) {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return "", firstErr
+	}
+	return "", fmt.Errorf("%s: %w in PATH %s", file, errNotFound, path)
+}
+
+func checkExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, errNotFound)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s: is a directory: %w", p, errCannotExec)
+	}
+	if err := unix.Access(p, unix.X_OK); err != nil {
+		return fmt.Errorf("%s: %v: %w", p, err, errCannotExec)
+	}
+	return nil
+}
+
+func execErrno(err error) int {
+	if errors.Is(err, errNotFound) {
+		return int(unix.ENOENT)
+	}
+	return int(unix.EACCES)
+}
+
+// supervise starts the payload, forwards the supervisor's signals to it,
+// reaps every process of the sandbox, and reports the payload's status.
+func (in *initProc) supervise(argv0 string, argv []string) int {
+	pid, err := syscall.ForkExec(argv0, argv, &syscall.ProcAttr{
+		Dir:   in.spec.Workdir,
+		Env:   in.spec.Env,
+		Files: []uintptr{0, 1, 2},
+		// A new session: the payload has no controlling terminal, so
+		// TIOCSTI and friends have nothing to act on (CVE-2017-5226).
+		Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		if errno == 0 {
+			errno = unix.EINVAL
+		}
+		if errno != unix.ENOENT {
+			errno = unix.EACCES
+		}
+		in.send(StatusMsg{Kind: kindExit, ExecErrno: int(errno), Msg: fmt.Sprintf("exec %s: %v", argv0, err)})
+		return 0
+	}
+	in.payloadPid = pid
+	in.tl.mark("init: fork+exec payload")
+	in.send(StatusMsg{Kind: kindStarted, Pid: pid, Marks: in.takeMarks()})
+	go in.readControl()
+
+	var payloadStatus unix.WaitStatus
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ECHILD) {
+			break
+		}
+		if err != nil {
+			in.send(stepErrorMsg("wait4", "", err))
+			killAll()
+			return 1
+		}
+		if wpid == pid {
+			payloadStatus = ws
+			// The payload is gone: nothing of the run may outlive it, a
+			// double-forked daemon included.
+			killAll()
+		}
+	}
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
+	in.send(StatusMsg{
+		Kind:       kindExit,
+		WaitStatus: uint32(payloadStatus),
+		UserUS:     ru.Utime.Sec*1e6 + ru.Utime.Usec,
+		SystemUS:   ru.Stime.Sec*1e6 + ru.Stime.Usec,
+		MaxRSSKB:   ru.Maxrss,
+	})
+	return 0
+}
+
+// readControl forwards the supervisor's signals to the payload. EOF means
+// the supervisor is gone: then the whole sandbox goes too (a backstop for
+// Pdeathsig).
+func (in *initProc) readControl() {
+	for {
+		line, err := in.ctl.ReadBytes('\n')
+		if err != nil {
+			killAll()
+			os.Exit(1)
+		}
+		var c Control
+		if json.Unmarshal(line, &c) == nil && c.Signal > 0 && c.Signal < 65 {
+			unix.Kill(in.payloadPid, unix.Signal(c.Signal))
+		}
+	}
+}
+
+// killAll sends SIGKILL to every process of the sandbox but the init:
+// kill(-1) from pid 1 reaches exactly its own pid namespace (kill(2)).
+func killAll() {
+	unix.Kill(-1, unix.SIGKILL)
+}

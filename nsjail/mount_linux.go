@@ -1,0 +1,306 @@
+package nsjail
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/rootfs"
+)
+
+// stagingDir is where the new root is assembled before pivot_root. Bind
+// sources are opened before the staging tmpfs covers it, so a rootfs that
+// itself lives below /tmp stays reachable through its fd.
+const stagingDir = "/tmp"
+
+// makeRootPrivate stops mount events propagating between the host and the
+// sandbox in either direction; the stdlib does this only for Unshareflags,
+// not for Cloneflags (see syscall/exec_linux.go).
+func makeRootPrivate() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("mount --make-rprivate /: %w", err)
+	}
+	return nil
+}
+
+// openBindSources opens every bind source with O_PATH, in the init's mount
+// namespace (a mount of another namespace cannot be bind-mounted), before
+// the staging tmpfs hides anything. fds[i] belongs to plan[i], -1 if none.
+func openBindSources(plan []rootfs.Mount) ([]int, error) {
+	fds := make([]int, len(plan))
+	for i, m := range plan {
+		fds[i] = -1
+		if m.Kind != rootfs.KindBind {
+			continue
+		}
+		fd, err := unix.Open(m.Src, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeAll(fds)
+			return nil, &pathError{"open", m.Src, err}
+		}
+		fds[i] = fd
+	}
+	return fds, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// pathError keeps the path apart so that the host can print it.
+type pathError struct {
+	op, path string
+	err      error
+}
+
+func (e *pathError) Error() string { return e.op + " " + e.path + ": " + e.err.Error() }
+func (e *pathError) Unwrap() error { return e.err }
+
+// mountStagingRoot mounts the tmpfs that becomes "/": small, since it
+// holds only mount points and the synthetic /etc, and read-only once built.
+func mountStagingRoot() error {
+	const opts = "mode=0755,size=1m,nr_inodes=4096"
+	if err := unix.Mount("tmpfs", stagingDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return &pathError{"mount tmpfs (" + opts + ") on", stagingDir, err}
+	}
+	return nil
+}
+
+// applyMount performs one plan step below the staging root.
+func applyMount(m rootfs.Mount, srcFD int) error {
+	dst := filepath.Join(stagingDir, m.Dst)
+	switch m.Kind {
+	case rootfs.KindBind:
+		return bindMount(m, srcFD, dst)
+	case rootfs.KindTmpfs:
+		return mountTmpfs(m, dst)
+	case rootfs.KindProc:
+		return mountProc(dst)
+	case rootfs.KindSymlink:
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.Symlink(m.Src, dst)
+	case rootfs.KindFile:
+		return writeFile(dst, m.Data, m.Mode)
+	case rootfs.KindDir:
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		return os.Chmod(dst, os.FileMode(m.Mode))
+	case rootfs.KindRemountRO:
+		return remountReadOnly(dst)
+	}
+	return fmt.Errorf("unknown mount kind %q", m.Kind)
+}
+
+func writeFile(dst, data string, mode uint32) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, os.FileMode(mode))
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// bindMount binds the opened source on dst and, unless the step is
+// Writable, makes it read-only, nosuid and nodev.
+func bindMount(m rootfs.Mount, srcFD int, dst string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(srcFD, &st); err != nil {
+		return &pathError{"fstat", m.Src, err}
+	}
+	if err := makeMountPoint(dst, st.Mode&unix.S_IFMT == unix.S_IFDIR); err != nil {
+		return &pathError{"create mount point", m.Dst, err}
+	}
+	src := fmt.Sprintf("/proc/self/fd/%d", srcFD)
+	recursive := false
+	err := unix.Mount(src, dst, "", unix.MS_BIND, "")
+	if errors.Is(err, unix.EINVAL) {
+		// A tree with locked submounts (mounts inherited from a more
+		// privileged namespace) may only be bound with all of them, or
+		// the bind would reveal what they cover (fs/namespace.c,
+		// do_loopback: has_locked_children).
+		recursive = true
+		err = unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, "")
+	}
+	if err != nil {
+		return &pathError{"mount --bind " + m.Src + " on", m.Dst, err}
+	}
+	if m.Writable {
+		return nil
+	}
+	extra := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	if m.NoExec {
+		extra |= unix.MS_NOEXEC
+	}
+	targets := []string{dst}
+	if recursive {
+		subs, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dst))
+		if err != nil {
+			return &pathError{"read mountinfo below", m.Dst, err}
+		}
+		targets = targets[:0]
+		for _, s := range subs {
+			targets = append(targets, s.Mountpoint)
+		}
+	}
+	for _, t := range targets {
+		if err := remountReadOnlyFlags(t, extra); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func makeMountPoint(dst string, dir bool) error {
+	if dir {
+		return os.MkdirAll(dst, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func remountReadOnly(dst string) error {
+	return remountReadOnlyFlags(dst, unix.MS_NOSUID|unix.MS_NODEV)
+}
+
+// remountReadOnlyFlags makes the mount at dst read-only, adding extra. A
+// remount inside a user namespace must keep every flag the kernel locked
+// when the mount was inherited (nosuid, nodev, noexec, the atime flags),
+// or it fails with EPERM (mount(2), "EPERM ... locked"; bubblewrap's
+// bind-mount.c and runc do the same), so the current flags are read first.
+func remountReadOnlyFlags(dst string, extra uintptr) error {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dst, &sfs); err != nil {
+		return &pathError{"statfs", dst, err}
+	}
+	flags := uintptr(unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY) | extra | lockedFlags(sfs.Flags)
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return &pathError{"mount -o remount,bind,ro(" + mountFlagNames(flags) + ")", trimStaging(dst), err}
+	}
+	return nil
+}
+
+// lockedFlags maps statfs f_flags (ST_*) onto the MS_* flags to keep.
+func lockedFlags(st int64) uintptr {
+	var f uintptr
+	for _, p := range [...]struct{ st, ms uintptr }{
+		{unix.ST_NOSUID, unix.MS_NOSUID},
+		{unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st)&p.st != 0 {
+			f |= p.ms
+		}
+	}
+	return f
+}
+
+func mountFlagNames(f uintptr) string {
+	var names []string
+	for _, p := range [...]struct {
+		f    uintptr
+		name string
+	}{
+		{unix.MS_NOSUID, "nosuid"}, {unix.MS_NODEV, "nodev"}, {unix.MS_NOEXEC, "noexec"},
+		{unix.MS_NOATIME, "noatime"}, {unix.MS_NODIRATIME, "nodiratime"}, {unix.MS_RELATIME, "relatime"},
+	} {
+		if f&p.f != 0 {
+			names = append(names, p.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+func trimStaging(p string) string {
+	if r := strings.TrimPrefix(p, stagingDir); r != p && (r == "" || r[0] == '/') {
+		if r == "" {
+			return "/"
+		}
+		return r
+	}
+	return p
+}
+
+// mountTmpfs mounts a size- and inode-capped tmpfs owned by the sandbox
+// user (tmpfs takes the mounter's fsuid for its root).
+func mountTmpfs(m rootfs.Mount, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return &pathError{"mkdir", m.Dst, err}
+	}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	if m.NoExec {
+		flags |= unix.MS_NOEXEC
+	}
+	opts := fmt.Sprintf("mode=%04o,size=%d,nr_inodes=%d", m.Mode, m.Size, m.Inodes)
+	if err := unix.Mount("tmpfs", dst, "tmpfs", flags, opts); err != nil {
+		return &pathError{"mount tmpfs (" + opts + ") on", m.Dst, err}
+	}
+	return nil
+}
+
+// mountProc mounts a procfs of the sandbox's own pid namespace. The kernel
+// allows it in a user namespace only if the host's /proc is fully visible
+// (no over-mounts; fs/namespace.c, mnt_already_visible).
+func mountProc(dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return &pathError{"mkdir", trimStaging(dst), err}
+	}
+	if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return &pathError{"mount proc on", trimStaging(dst), err}
+	}
+	return nil
+}
+
+// pivotRoot makes the staging tmpfs "/" and detaches the old root
+// entirely, as runc does: pivot_root(".", ".") stacks the old root on the
+// new one, and the lazy unmount removes it with all its submounts
+// (pivot_root(2), NOTES).
+func pivotRoot() error {
+	oldroot, err := unix.Open("/", unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &pathError{"open", "/", err}
+	}
+	defer unix.Close(oldroot)
+	if err := unix.Chdir(stagingDir); err != nil {
+		return &pathError{"chdir", stagingDir, err}
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return &pathError{"pivot_root", stagingDir, err}
+	}
+	if err := unix.Fchdir(oldroot); err != nil {
+		return &pathError{"fchdir", "old root", err}
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return &pathError{"umount2 MNT_DETACH", "old root", err}
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return &pathError{"chdir", "/", err}
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package nsjail
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+)
+
+// capture keeps the head and the tail of a stream within limit bytes and
+// counts everything that went through it. Tracebacks live at the tail, so
+// both ends are worth keeping; the middle is dropped and replaced by an
+// explicit marker in String.
+type capture struct {
+	mu    sync.Mutex
+	limit int64
+	head  []byte
+	tail  []byte // ring buffer of the last len(tail) bytes, once full
+	pos   int    // next write position in tail
+	full  bool   // tail has wrapped
+	total int64
+	// live, when set, gets every byte as it arrives (terminal mode).
+	live io.Writer
+}
+
+func newCapture(limit int64, live io.Writer) *capture {
+	if limit < 0 {
+		limit = 0
+	}
+	return &capture{limit: limit, live: live}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	c.total += int64(n)
+	if c.live != nil {
+		// A closed terminal must not stop the capture or the run.
+		if _, err := c.live.Write(p); err != nil {
+			c.live = nil
+		}
+	}
+	headCap := c.limit / 2
+	if room := headCap - int64(len(c.head)); room > 0 {
+		k := int64(len(p))
+		if k > room {
+			k = room
+		}
+		c.head = append(c.head, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	tailCap := int(c.limit - headCap)
+	if tailCap == 0 {
+		return n, nil
+	}
+	if c.tail == nil {
+		c.tail = make([]byte, 0, tailCap)
+	}
+	for len(p) > 0 {
+		if !c.full {
+			k := tailCap - len(c.tail)
+			if k > len(p) {
+				k = len(p)
+			}
+			c.tail = append(c.tail, p[:k]...)
+			p = p[k:]
+			if len(c.tail) == tailCap {
+				c.full = true
+				c.pos = 0
+			}
+			continue
+		}
+		if len(p) >= tailCap {
+			copy(c.tail, p[len(p)-tailCap:])
+			c.pos = 0
+			return n, nil
+		}
+		k := copy(c.tail[c.pos:], p)
+		p = p[k:]
+		c.pos = (c.pos + k) % tailCap
+	}
+	return n, nil
+}
+
+// Truncated reports whether bytes were dropped.
+func (c *capture) Truncated() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total > c.limit
+}
+
+// Total is the number of bytes the stream produced.
+func (c *capture) Total() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// Bytes returns head, marker and tail; the marker appears only when bytes
+// were dropped and names how many.
+func (c *capture) Bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var tail []byte
+	if c.full {
+		tail = append(append(tail, c.tail[c.pos:]...), c.tail[:c.pos]...)
+	} else {
+		tail = c.tail
+	}
+	out := append([]byte(nil), c.head...)
+	if dropped := c.total - int64(len(c.head)) - int64(len(tail)); dropped > 0 {
+		out = append(out, elisionMarker(dropped)...)
+	}
+	return append(out, tail...)
+}
+
+func elisionMarker(n int64) string {
+	return fmt.Sprintf("\n[... %d bytes elided ...]\n", n)
+}
+
+// String is Bytes as valid UTF-8 (invalid sequences become U+FFFD).
+func (c *capture) String() string {
+	return strings.ToValidUTF8(string(c.Bytes()), "\uFFFD")
+}

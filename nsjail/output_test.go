@@ -1,0 +1,56 @@
+package nsjail
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestCapture(t *testing.T) {
+	cases := []struct {
+		name      string
+		limit     int64
+		writes    []string
+		want      string
+		truncated bool
+	}{
+		{"under the limit", 10, []string{"abc", "def"}, "abcdef", false},
+		{"exactly the limit", 6, []string{"abc", "def"}, "abcdef", false},
+		{"head and tail kept", 6, []string{"abcdefghij"}, "abc" + elisionMarker(4) + "hij", true},
+		{"tail wraps over many writes", 4, []string{"ab", "cd", "ef", "gh", "ij"}, "ab" + elisionMarker(6) + "ij", true},
+		{"one huge write", 4, []string{strings.Repeat("x", 100) + "yz"}, "xx" + elisionMarker(98) + "yz", true},
+		{"zero limit", 0, []string{"abc"}, elisionMarker(3), true},
+		{"odd limit", 5, []string{"0123456789"}, "01" + elisionMarker(5) + "789", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var live bytes.Buffer
+			c := newCapture(tc.limit, &live)
+			var total int
+			for _, w := range tc.writes {
+				n, err := c.Write([]byte(w))
+				if n != len(w) || err != nil {
+					t.Fatalf("Write(%q) = %d, %v", w, n, err)
+				}
+				total += len(w)
+			}
+			if got := string(c.Bytes()); got != tc.want {
+				t.Errorf("Bytes() = %q, want %q", got, tc.want)
+			}
+			if c.Truncated() != tc.truncated || c.Total() != int64(total) {
+				t.Errorf("Truncated() = %v, Total() = %d; want %v, %d", c.Truncated(), c.Total(), tc.truncated, total)
+			}
+			if live.String() != strings.Join(tc.writes, "") {
+				t.Errorf("live copy %q lost bytes", live.String())
+			}
+		})
+	}
+}
+
+func TestCaptureInvalidUTF8(t *testing.T) {
+	c := newCapture(100, nil)
+	c.Write([]byte("ok \xff\xfe end"))
+	if got := c.String(); got != "ok \uFFFD end" {
+		t.Fatalf("String() = %q", got)
+	}
+}

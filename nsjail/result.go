@@ -1,0 +1,110 @@
+package nsjail
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Status is how a run ended; the values are the public contract of the
+// Result (DESIGN.md, "Contracts").
+type Status string
+
+const (
+	StatusOK          Status = "ok"
+	StatusExit        Status = "exit"
+	StatusSignal      Status = "signal"
+	StatusTimeout     Status = "timeout"
+	StatusCPULimit    Status = "cpu_limit"
+	StatusMemoryLimit Status = "memory_limit"
+	StatusPidsLimit   Status = "pids_limit"
+	StatusOutputLimit Status = "output_limit"
+	StatusSeccomp     Status = "seccomp"
+	StatusSetupError  Status = "setup_error"
+)
+
+// Exit codes of `sbx exec` besides the payload's own (DESIGN.md).
+const (
+	ExitTimeLimit  = 124 // wall clock or CPU time
+	ExitSbxFailed  = 125 // bad flag, bad profile, setup error
+	ExitCannotExec = 126
+	ExitNotFound   = 127
+	ExitKilled     = 137 // memory or another limit
+)
+
+// Result is the one JSON object `sbx exec --json` prints.
+type Result struct {
+	ID         string    `json:"id"`
+	Profile    string    `json:"profile"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	Status     Status    `json:"status"`
+	ExitCode   int       `json:"exit_code"`
+	// Signal is the name of the signal that ended the payload, or null.
+	Signal          *string `json:"signal"`
+	Message         string  `json:"message"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	StdoutBytes     int64   `json:"stdout_bytes"`
+	StderrBytes     int64   `json:"stderr_bytes"`
+	Usage           Usage   `json:"usage"`
+}
+
+// Usage is what the run consumed.
+type Usage struct {
+	WallMS int64 `json:"wall_ms"`
+	// CPUMS is user+system time of every process of the payload, taken
+	// from the rusage of the children the init reaped.
+	CPUMS           int64 `json:"cpu_ms"`
+	UserMS          int64 `json:"user_ms"`
+	SystemMS        int64 `json:"system_ms"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+}
+
+// ExitCode maps a Result onto the exit status of `sbx exec` (DESIGN.md).
+func (r *Result) ProcessExitCode() int {
+	switch r.Status {
+	case StatusOK:
+		return 0
+	case StatusExit:
+		return r.ExitCode
+	case StatusSignal:
+		return r.ExitCode
+	case StatusTimeout, StatusCPULimit:
+		return ExitTimeLimit
+	case StatusMemoryLimit, StatusPidsLimit, StatusOutputLimit, StatusSeccomp:
+		return ExitKilled
+	default:
+		return ExitSbxFailed
+	}
+}
+
+// classifyWait fills Status, ExitCode, Signal and Message from the wait
+// status of the payload, when no limit or setup failure decided them.
+func (r *Result) classifyWait(ws unix.WaitStatus) {
+	switch {
+	case ws.Exited() && ws.ExitStatus() == 0:
+		r.Status, r.ExitCode = StatusOK, 0
+		r.Message = "exited with status 0"
+	case ws.Exited():
+		r.Status, r.ExitCode = StatusExit, ws.ExitStatus()
+		r.Message = fmt.Sprintf("exited with status %d", ws.ExitStatus())
+	case ws.Signaled():
+		sig := ws.Signal()
+		name := unix.SignalName(sig)
+		if name == "" {
+			name = fmt.Sprintf("SIG%d", int(sig))
+		}
+		r.Status, r.ExitCode, r.Signal = StatusSignal, 128+int(sig), &name
+		r.Message = fmt.Sprintf("killed by %s", name)
+		if ws.CoreDump() {
+			r.Message += " (core dumped)"
+		}
+	default:
+		r.Status, r.ExitCode = StatusSetupError, ExitSbxFailed
+		r.Message = fmt.Sprintf("payload ended with unexpected wait status %#x", uint32(ws))
+	}
+}

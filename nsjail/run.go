@@ -1,0 +1,527 @@
+package nsjail
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Job is one run: the sandbox, what runs in it, and where its stdio goes.
+type Job struct {
+	Spec    Spec
+	Payload Payload
+	// Stdin is copied to the payload's stdin; nil gives it an empty one.
+	// It is always a pipe inside, never the host's fd: a host terminal
+	// must not reach the sandbox (DESIGN.md, invariant 2).
+	Stdin io.Reader
+	// Stdout and Stderr, when set, get the payload's output live.
+	Stdout, Stderr io.Writer
+	// OutputLimit is how many bytes of each stream the Result keeps.
+	OutputLimit int64
+	// Timeout is the wall-clock limit of the payload; 0 means none.
+	Timeout time.Duration
+	// Signals received by sbx are forwarded to the payload.
+	Signals <-chan os.Signal
+	// Timings, when set, gets a per-step timeline of the run (the
+	// supervisor's and the init's steps). T0 is when sbx started, on
+	// CLOCK_MONOTONIC (MonotonicNS), or 0 for the start of Run.
+	Timings io.Writer
+	T0      int64
+}
+
+// MonotonicNS is the clock of Job.T0.
+func MonotonicNS() int64 { return monotonicNS() }
+
+// setupTimeout bounds how long building a sandbox may take before the
+// run is abandoned as a setup error (it takes milliseconds).
+const setupTimeout = 30 * time.Second
+
+// Run builds the sandbox, runs the payload in it and returns its Result.
+// It never panics on bad input and always returns a Result: a failure of
+// sbx itself is StatusSetupError with the reason in Message.
+func Run(ctx context.Context, job *Job) *Result {
+	start := time.Now()
+	res := &Result{ID: job.Spec.ID, Profile: job.Spec.Profile, StartedAt: start.UTC()}
+	s := &supervisor{job: job, res: res}
+	s.tl.on = job.Timings != nil
+	if job.T0 != 0 {
+		s.tl.marks = append(s.tl.marks, Mark{"sbx: process started (main)", job.T0})
+	}
+	s.tl.mark("sbx: Run")
+	if err := s.run(ctx); err != nil {
+		res.Status, res.ExitCode, res.Signal = StatusSetupError, ExitSbxFailed, nil
+		res.Message = err.Error()
+	}
+	if s.stdout != nil {
+		res.Stdout, res.StdoutTruncated, res.StdoutBytes = s.stdout.String(), s.stdout.Truncated(), s.stdout.Total()
+		res.Stderr, res.StderrTruncated, res.StderrBytes = s.stderr.String(), s.stderr.Truncated(), s.stderr.Total()
+	}
+	end := time.Now()
+	res.FinishedAt = end.UTC()
+	res.Usage.WallMS = end.Sub(start).Milliseconds()
+	s.tl.mark("sbx: result ready")
+	if job.Timings != nil {
+		s.tl.print(job.Timings)
+	}
+	return res
+}
+
+// SetupFailure is the Result of a run that failed before a sandbox
+// existed (a bad flag, a missing file).
+func SetupFailure(id, profile string, err error) *Result {
+	now := time.Now().UTC()
+	return &Result{ID: id, Profile: profile, StartedAt: now, FinishedAt: now,
+		Status: StatusSetupError, ExitCode: ExitSbxFailed, Message: err.Error()}
+}
+
+type supervisor struct {
+	job            *Job
+	res            *Result
+	stdout, stderr *capture
+
+	ctlMu sync.Mutex
+	ctlW  *os.File
+	tl    timeline
+}
+
+// hostIDs returns the host uid and gid the sandbox user maps onto. An
+// unprivileged caller can map only itself. Root maps the sandbox onto an
+// unprivileged id of its own, never onto host root: 0x5b000000 plus 16
+// random bits, far above login and subuid ranges, and different per run so
+// that two concurrent sandboxes never share a host uid.
+func hostIDs(runID string) (uid, gid int) {
+	uid, gid = os.Geteuid(), os.Getegid()
+	if uid != 0 {
+		return uid, gid
+	}
+	var h uint32 = 2166136261
+	for i := 0; i < len(runID); i++ {
+		h = (h ^ uint32(runID[i])) * 16777619
+	}
+	id := RootHostIDBase + int(h&0xffff)
+	return id, id
+}
+
+// RootHostIDBase is the lowest host uid a sandbox started by root runs as.
+const RootHostIDBase = 0x5b000000
+
+func (s *supervisor) run(ctx context.Context) error {
+	job := s.job
+	if err := errors.Join(job.Spec.Validate(), CheckPayload(&job.Payload)); err != nil {
+		return err
+	}
+	inputs, err := openInputs(job.Payload.Files)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, f := range inputs {
+			f.Close()
+		}
+	}()
+	job.Spec.Timings = s.tl.on
+	specLine, err := encodeLine(&job.Spec)
+	if err != nil {
+		return fmt.Errorf("encode spec: %w", err)
+	}
+	payloadLine, err := encodeLine(&job.Payload)
+	if err != nil {
+		return fmt.Errorf("encode payload: %w", err)
+	}
+
+	var p pipes
+	defer p.closeAll()
+	if err := p.open(job.Stdin != nil); err != nil {
+		return err
+	}
+	s.stdout = newCapture(job.OutputLimit, job.Stdout)
+	s.stderr = newCapture(job.OutputLimit, job.Stderr)
+	s.ctlW = p.ctlW
+
+	// The Spec and Payload usually fit in the pipe's buffer, so they are
+	// waiting when the init comes up.
+	go s.writeControl(specLine, payloadLine, inputs)
+	cmd := s.initCmd(&p)
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that started the child exits,
+		// not the process (prctl(2), PR_SET_PDEATHSIG), so the start and
+		// the wait share one locked thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	s.tl.mark("sbx: prepared (inputs, pipes)")
+	if err := <-started; err != nil {
+		return startError(err)
+	}
+	s.tl.mark("sbx: clone+exec init (cmd.Start)")
+	p.closeChildEnds()
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); io.Copy(s.stdout, p.outR) }()
+	go func() { defer wg.Done(); io.Copy(s.stderr, p.errR) }()
+	if job.Stdin != nil {
+		go func(w *os.File) {
+			io.Copy(w, job.Stdin)
+			w.Close()
+		}(p.inW)
+		p.inW = nil
+	}
+
+	msgs := make(chan StatusMsg, 4)
+	go readStatus(p.stR, msgs)
+
+	exit, runErr := s.watch(ctx, cmd, msgs)
+	waitErr := <-exited
+	s.tl.mark("sbx: init reaped")
+	wg.Wait()
+	s.tl.mark("sbx: output drained")
+	if runErr != nil {
+		return runErr
+	}
+	return s.finish(exit, cmd, waitErr)
+}
+
+// watch follows the init's status lines until it is gone, enforcing the
+// timers and forwarding signals. It returns the exit message, if any.
+func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan StatusMsg) (*StatusMsg, error) {
+	job := s.job
+	setup := time.NewTimer(setupTimeout)
+	defer setup.Stop()
+	var wall <-chan time.Time
+	var exit *StatusMsg
+	var stepErr error
+	killed := ""
+	kill := func(why string) {
+		if killed == "" {
+			killed = why
+			// SIGKILL to the init ends its pid namespace: the kernel
+			// kills every process in it (pid_namespaces(7)).
+			cmd.Process.Kill()
+		}
+	}
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				switch {
+				case stepErr != nil:
+					return nil, stepErr
+				case killed == "setup":
+					return nil, fmt.Errorf("sandbox setup took longer than %v", setupTimeout)
+				case killed == "timeout":
+					s.res.Status, s.res.ExitCode = StatusTimeout, ExitTimeLimit
+					s.res.Message = fmt.Sprintf("wall-clock limit of %v reached; the sandbox was killed", job.Timeout)
+					return exit, nil
+				case killed == "cancel":
+					return nil, fmt.Errorf("run cancelled: %v", context.Cause(ctx))
+				}
+				return exit, nil
+			}
+			s.tl.add(m.Marks)
+			s.tl.mark("sbx: got " + m.Kind)
+			switch m.Kind {
+			case kindError:
+				stepErr = withHint(m.stepError())
+			case kindStarted:
+				setup.Stop()
+				if job.Timeout > 0 {
+					wall = time.After(job.Timeout)
+				}
+			case kindExit:
+				setup.Stop()
+				mm := m
+				exit = &mm
+				// The payload is done: a late timer must not turn
+				// its exit into a timeout.
+				wall = nil
+			}
+		case <-setup.C:
+			kill("setup")
+		case <-wall:
+			kill("timeout")
+		case <-ctx.Done():
+			kill("cancel")
+		case sig := <-job.Signals:
+			if n, ok := sig.(syscall.Signal); ok {
+				s.sendControl(Control{Signal: int(n)})
+			}
+		}
+	}
+}
+
+// finish fills the Result from the init's exit message.
+func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error {
+	res := s.res
+	if exit == nil {
+		if res.Status == StatusTimeout {
+			s.usageFromInit(cmd)
+			return nil
+		}
+		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
+	}
+	if exit.ExecErrno != 0 {
+		res.Status, res.ExitCode = StatusExit, ExitCannotExec
+		if syscall.Errno(exit.ExecErrno) == unix.ENOENT {
+			res.ExitCode = ExitNotFound
+		}
+		res.Message = "cannot run the payload: " + exit.Msg
+		return nil
+	}
+	res.classifyWait(unix.WaitStatus(exit.WaitStatus))
+	res.Usage.UserMS = exit.UserUS / 1000
+	res.Usage.SystemMS = exit.SystemUS / 1000
+	res.Usage.CPUMS = (exit.UserUS + exit.SystemUS) / 1000
+	res.Usage.PeakMemoryBytes = exit.MaxRSSKB * 1024
+	return nil
+}
+
+// usageFromInit reads the usage of a killed sandbox from the init's own
+// rusage, which includes every child reaped when its pid namespace died.
+func (s *supervisor) usageFromInit(cmd *exec.Cmd) {
+	if cmd.ProcessState == nil {
+		return
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		u := &s.res.Usage
+		u.UserMS = ru.Utime.Sec*1000 + ru.Utime.Usec/1000
+		u.SystemMS = ru.Stime.Sec*1000 + ru.Stime.Usec/1000
+		u.CPUMS = u.UserMS + u.SystemMS
+		u.PeakMemoryBytes = ru.Maxrss * 1024
+	}
+}
+
+func describeWait(cmd *exec.Cmd, err error) string {
+	if cmd.ProcessState != nil {
+		return cmd.ProcessState.String()
+	}
+	return fmt.Sprint(err)
+}
+
+func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
+	spec := &s.job.Spec
+	uid, gid := hostIDs(spec.ID)
+	attr := &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+			syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: gid, Size: 1}},
+		AmbientCaps: initCaps,
+		Pdeathsig:   syscall.SIGKILL,
+		Setsid:      true,
+	}
+	if os.Geteuid() == 0 {
+		// Root may allow setgroups in the new namespace (it holds
+		// CAP_SETGID above it), which lets the child drop root's
+		// supplementary groups before it becomes the sandbox user.
+		// Unprivileged callers must deny it (user_namespaces(7),
+		// CVE-2014-8989) and keep theirs.
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	}
+	return &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"sbx", initArg},
+		Env:         []string{},
+		Stdin:       p.inR,
+		Stdout:      p.outW,
+		Stderr:      p.errW,
+		ExtraFiles:  []*os.File{p.ctlR, p.stW},
+		SysProcAttr: attr,
+	}
+}
+
+// writeControl sends the Spec, the Payload and the input files' bytes. The
+// control pipe stays open afterwards: its EOF tells the init that the
+// supervisor is gone.
+func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.File) {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	w := bufio.NewWriterSize(s.ctlW, 64<<10)
+	w.Write(specLine)
+	w.Write(payloadLine)
+	for i, f := range inputs {
+		if _, err := io.CopyN(w, f, s.job.Payload.Files[i].Size); err != nil {
+			// The init notices the short stream and reports it.
+			return
+		}
+	}
+	w.Flush()
+}
+
+func (s *supervisor) sendControl(c Control) {
+	b, err := encodeLine(c)
+	if err != nil {
+		return
+	}
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	s.ctlW.Write(b)
+}
+
+func readStatus(r io.Reader, out chan<- StatusMsg) {
+	defer close(out)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		var m StatusMsg
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			m = StatusMsg{Kind: kindError, Step: "status pipe", Msg: fmt.Sprintf("status pipe: bad message %q", sc.Text())}
+		}
+		out <- m
+	}
+}
+
+// openInputs opens every input file with the caller's own rights and
+// fixes its size; the bytes are streamed, never bind-mounted.
+func openInputs(files []File) ([]*os.File, error) {
+	var out []*os.File
+	for i := range files {
+		f, err := os.Open(files[i].Source)
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, fmt.Errorf("input %s: %w", files[i].Source, unwrapPath(err))
+		}
+		fi, err := f.Stat()
+		if err == nil && !fi.Mode().IsRegular() {
+			err = errors.New("not a regular file")
+		}
+		if err != nil {
+			f.Close()
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, fmt.Errorf("input %s: %w", files[i].Source, err)
+		}
+		files[i].Size = fi.Size()
+		if files[i].Mode == 0 {
+			files[i].Mode = 0o644
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// pipes are the init's stdio and its two control pipes.
+type pipes struct {
+	inR, inW   *os.File
+	outR, outW *os.File
+	errR, errW *os.File
+	ctlR, ctlW *os.File
+	stR, stW   *os.File
+}
+
+func (p *pipes) open(withStdin bool) error {
+	var err error
+	if withStdin {
+		if p.inR, p.inW, err = os.Pipe(); err != nil {
+			return fmt.Errorf("pipe for stdin: %w", err)
+		}
+	} else if p.inR, err = os.Open(os.DevNull); err != nil {
+		return fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	for _, pp := range []struct {
+		r, w **os.File
+		what string
+	}{{&p.outR, &p.outW, "stdout"}, {&p.errR, &p.errW, "stderr"}, {&p.ctlR, &p.ctlW, "control"}, {&p.stR, &p.stW, "status"}} {
+		if *pp.r, *pp.w, err = os.Pipe(); err != nil {
+			return fmt.Errorf("pipe for %s: %w", pp.what, err)
+		}
+	}
+	return nil
+}
+
+// closeChildEnds closes the supervisor's copies of the init's ends, so
+// that EOF on a pipe means every process in the sandbox is done with it.
+func (p *pipes) closeChildEnds() {
+	for _, f := range []**os.File{&p.inR, &p.outW, &p.errW, &p.ctlR, &p.stW} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
+}
+
+func (p *pipes) closeAll() {
+	p.closeChildEnds()
+	for _, f := range []**os.File{&p.inW, &p.outR, &p.errR, &p.ctlW, &p.stR} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
+}
+
+// startError explains why the kernel refused to create the namespaces.
+func startError(err error) error {
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	switch errno {
+	case unix.EPERM, unix.EACCES:
+		return fmt.Errorf("creating the sandbox's user namespace: %w; unprivileged user namespaces are disabled on this host: %s", errno, userNSFix())
+	case unix.ENOSPC, unix.EUSERS:
+		return fmt.Errorf("creating the sandbox's namespaces: %w; the per-user namespace limit is reached (raise user.max_user_namespaces and user.max_*_namespaces with sysctl)", errno)
+	case unix.EINVAL:
+		return fmt.Errorf("creating the sandbox's namespaces: %w; the kernel lacks user, pid, net, ipc, uts or cgroup namespaces", errno)
+	}
+	return fmt.Errorf("starting the sandbox init: %w", err)
+}
+
+// userNSFix names the setting that forbids unprivileged user namespaces.
+func userNSFix() string {
+	var fixes []string
+	if v, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(v)) == "1" {
+		fixes = append(fixes, "AppArmor restricts them: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+	}
+	if v, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(v)) == "0" {
+		fixes = append(fixes, "sysctl -w kernel.unprivileged_userns_clone=1")
+	}
+	if v, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(v)) == "0" {
+		fixes = append(fixes, "sysctl -w user.max_user_namespaces=15000")
+	}
+	if len(fixes) == 0 {
+		return "check kernel.unprivileged_userns_clone, user.max_user_namespaces and kernel.apparmor_restrict_unprivileged_userns"
+	}
+	return strings.Join(fixes, "; ")
+}
+
+// withHint adds the likely cause to a setup step's EPERM: a user namespace
+// that AppArmor left without capabilities fails at the first mount.
+func withHint(e *StepError) error {
+	if e.Errno == unix.EPERM {
+		if v, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(v)) == "1" {
+			return fmt.Errorf("%w (AppArmor restricts unprivileged user namespaces: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)", e)
+		}
+	}
+	return e
+}

@@ -1,0 +1,156 @@
+package nsjail
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/sbx-sandbox/sbx/rootfs"
+)
+
+// SpecVersion is bumped whenever the Spec's wire form changes; the init
+// refuses a Spec of another version (supervisor and init are the same
+// binary, so this only trips on a replaced binary mid-run).
+const SpecVersion = 1
+
+// Spec is everything the init needs to build one sandbox: plain data,
+// decided and validated on the host, sent to the init as JSON on fd 3.
+// It holds no fds, funcs or host-only state.
+type Spec struct {
+	Version  int    `json:"version"`
+	ID       string `json:"id"`
+	Profile  string `json:"profile"`
+	Hostname string `json:"hostname"`
+	// UID and GID of the sandbox user inside the user namespace; the
+	// supervisor maps them onto one unprivileged host uid and gid.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// Mounts is the mount plan, replayed in order below the new root.
+	Mounts []rootfs.Mount `json:"mounts"`
+	// Workdir is the payload's cwd and HOME (a tmpfs in Mounts).
+	Workdir string `json:"workdir"`
+	// Env is the payload's whole environment; nothing of the host's.
+	Env     []string `json:"env"`
+	Rlimits []Rlimit `json:"rlimits"`
+	// Timings asks the init to report when each setup step ended.
+	Timings bool `json:"timings,omitempty"`
+}
+
+// Rlimit is one setrlimit(2) call; Resource is the RLIMIT_* name.
+type Rlimit struct {
+	Resource string `json:"resource"`
+	Soft     uint64 `json:"soft"`
+	Hard     uint64 `json:"hard"`
+}
+
+// Payload is what runs in a sandbox once it is set up. It crosses the
+// control pipe after the Spec, so that a sandbox can be built before its
+// code is known (the warm pool of `sbx serve`).
+type Payload struct {
+	// Argv[0] is looked up in the sandbox's PATH when it has no slash.
+	Argv []string `json:"argv"`
+	// Files are written into the workspace before the payload starts.
+	Files []File `json:"files"`
+}
+
+// File is one input streamed into the workspace. Its Size bytes follow the
+// Payload message on the control pipe, in order.
+type File struct {
+	// Path is relative to the workspace.
+	Path string `json:"path"`
+	Mode uint32 `json:"mode"`
+	Size int64  `json:"size"`
+	// Source is where the supervisor reads it from; never sent.
+	Source string `json:"-"`
+}
+
+// Validate lists every problem with the Spec, one error per check.
+func (s *Spec) Validate() error {
+	return errors.Join(checkVersion(s), checkIdentity(s), checkWorkdir(s), checkEnv(s.Env), checkRlimits(s.Rlimits))
+}
+
+func checkVersion(s *Spec) error {
+	if s.Version != SpecVersion {
+		return fmt.Errorf("spec version %d, want %d", s.Version, SpecVersion)
+	}
+	return nil
+}
+
+func checkIdentity(s *Spec) error {
+	var errs []error
+	if s.UID < 0 || s.UID > 65535 || s.GID < 0 || s.GID > 65535 {
+		errs = append(errs, fmt.Errorf("uid %d / gid %d inside: must be within 0..65535", s.UID, s.GID))
+	}
+	if s.Hostname == "" || len(s.Hostname) > 64 || strings.ContainsAny(s.Hostname, "/ \t\n\x00") {
+		errs = append(errs, fmt.Errorf("hostname %q: want 1-64 characters, no spaces or slashes", s.Hostname))
+	}
+	return errors.Join(errs...)
+}
+
+func checkWorkdir(s *Spec) error {
+	if !path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir {
+		return fmt.Errorf("workdir %q: must be a clean absolute path", s.Workdir)
+	}
+	for _, m := range s.Mounts {
+		if m.Dst == s.Workdir && m.Kind == rootfs.KindTmpfs {
+			return nil
+		}
+	}
+	return fmt.Errorf("workdir %s: no tmpfs is planned there", s.Workdir)
+}
+
+func checkEnv(env []string) error {
+	var errs []error
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00") || strings.Contains(kv, "\x00") {
+			errs = append(errs, fmt.Errorf("env %q: want KEY=VALUE", kv))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkRlimits(rl []Rlimit) error {
+	var errs []error
+	for _, r := range rl {
+		if _, ok := rlimitResources[r.Resource]; !ok {
+			errs = append(errs, fmt.Errorf("rlimit %s: unknown resource", r.Resource))
+		}
+		if r.Soft > r.Hard {
+			errs = append(errs, fmt.Errorf("rlimit %s: soft %d above hard %d", r.Resource, r.Soft, r.Hard))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckPayload validates what will run: a program and safe workspace paths.
+func CheckPayload(p *Payload) error {
+	var errs []error
+	if len(p.Argv) == 0 || p.Argv[0] == "" {
+		errs = append(errs, errors.New("payload: no program to run"))
+	}
+	seen := map[string]bool{}
+	for _, f := range p.Files {
+		if err := checkWorkspacePath(f.Path); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[f.Path] {
+			errs = append(errs, fmt.Errorf("input %s: given twice", f.Path))
+		}
+		seen[f.Path] = true
+		if f.Size < 0 {
+			errs = append(errs, fmt.Errorf("input %s: negative size", f.Path))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkWorkspacePath accepts a relative path that stays inside the
+// workspace: no leading slash, no "..", nothing that cleans differently.
+func checkWorkspacePath(p string) error {
+	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") || strings.ContainsRune(p, 0) {
+		return fmt.Errorf("input destination %q: must be a clean relative path inside the workspace", p)
+	}
+	return nil
+}

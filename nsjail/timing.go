@@ -1,0 +1,54 @@
+package nsjail
+
+import (
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mark is a named instant on CLOCK_MONOTONIC, which the supervisor and the
+// init share, so that one timeline spans both processes.
+type Mark struct {
+	Name string `json:"name"`
+	NS   int64  `json:"ns"`
+}
+
+func monotonicNS() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// timeline collects marks when enabled; the zero value records nothing.
+type timeline struct {
+	on    bool
+	marks []Mark
+}
+
+func (t *timeline) mark(name string) {
+	if t.on {
+		t.marks = append(t.marks, Mark{name, monotonicNS()})
+	}
+}
+
+func (t *timeline) add(ms []Mark) {
+	if t.on {
+		t.marks = append(t.marks, ms...)
+	}
+}
+
+// print writes one line per mark: time since the first, and the step's own
+// duration (since the mark before it).
+func (t *timeline) print(w io.Writer) {
+	if len(t.marks) == 0 {
+		return
+	}
+	t0 := t.marks[0].NS
+	prev := t0
+	fmt.Fprintf(w, "[sbx:timings] %8s %8s  %s\n", "at ms", "step ms", "step")
+	for _, m := range t.marks {
+		fmt.Fprintf(w, "[sbx:timings] %8.2f %8.2f  %s\n", float64(m.NS-t0)/1e6, float64(m.NS-prev)/1e6, m.Name)
+		prev = m.NS
+	}
+}

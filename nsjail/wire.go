@@ -1,0 +1,102 @@
+package nsjail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The init's two inherited pipes (see doc.go for the sequence).
+const (
+	controlFD = 3 // supervisor -> init: Spec, Payload, file bytes, then Control lines
+	statusFD  = 4 // init -> supervisor: Status lines
+)
+
+// initArg is argv[1] of the re-executed binary that makes it the init.
+const initArg = "__sbx_init"
+
+// Control is a message from the supervisor after the Payload.
+type Control struct {
+	// Signal asks the init to forward this signal to the payload.
+	Signal int `json:"signal,omitempty"`
+}
+
+// Status kinds sent by the init.
+const (
+	kindError   = "error"   // a setup step failed: Step, Path, Errno, Msg
+	kindReady   = "ready"   // the sandbox is built, waiting for the payload
+	kindStarted = "started" // the payload runs as Pid (in the sandbox's pid ns)
+	kindExit    = "exit"    // the payload ended: WaitStatus, Rusage, or ExecErrno
+)
+
+// StatusMsg is one line from the init on fd 4.
+type StatusMsg struct {
+	Kind  string `json:"kind"`
+	Step  string `json:"step,omitempty"`
+	Path  string `json:"path,omitempty"`
+	Errno int    `json:"errno,omitempty"`
+	Msg   string `json:"msg,omitempty"`
+	Pid   int    `json:"pid,omitempty"`
+	// WaitStatus is the payload's raw wait(2) status.
+	WaitStatus uint32 `json:"wait_status,omitempty"`
+	// ExecErrno is set when the payload could not be executed at all.
+	ExecErrno int `json:"exec_errno,omitempty"`
+	// Rusage of every process the init reaped (RUSAGE_CHILDREN).
+	UserUS   int64 `json:"user_us,omitempty"`
+	SystemUS int64 `json:"system_us,omitempty"`
+	MaxRSSKB int64 `json:"maxrss_kb,omitempty"`
+	// Marks are the init's step timings (Spec.Timings).
+	Marks []Mark `json:"marks,omitempty"`
+}
+
+// StepError is a failed setup step inside the sandbox, as the host sees
+// it: "sbx init: pivot_root /tmp: operation not permitted".
+type StepError struct {
+	Step  string
+	Path  string
+	Errno syscall.Errno
+	Msg   string
+}
+
+func (e *StepError) Error() string {
+	if e.Msg != "" {
+		return "sbx init: " + e.Msg
+	}
+	if e.Path != "" {
+		return fmt.Sprintf("sbx init: %s %s: %v", e.Step, e.Path, e.Errno)
+	}
+	return fmt.Sprintf("sbx init: %s: %v", e.Step, e.Errno)
+}
+
+func (e *StepError) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
+
+// stepErrorMsg turns an init-side error into its wire form, keeping the
+// errno of the innermost syscall error.
+func stepErrorMsg(step, path string, err error) StatusMsg {
+	m := StatusMsg{Kind: kindError, Step: step, Path: path, Msg: fmt.Sprintf("%s: %v", step, err)}
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		m.Errno = int(errno)
+	}
+	return m
+}
+
+func (m StatusMsg) stepError() *StepError {
+	return &StepError{Step: m.Step, Path: m.Path, Errno: syscall.Errno(m.Errno), Msg: m.Msg}
+}
+
+func encodeLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,117 @@
+package rootfs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultEtcFromRootfs is what the synthetic /etc takes from the rootfs's
+// own /etc: the dynamic linker's cache (without it every exec scans the
+// library path), the CA certificates (Python's ssl module looks in
+// /etc/ssl/certs through /usr/lib/ssl/certs), and two files that Debian's
+// packages keep in /etc but that their code cannot run without: CPython's
+// sitecustomize hook (/usr/lib/python3.X/sitecustomize.py links there) and
+// matplotlib's default rc file (/usr/share/matplotlib/mpl-data/matplotlibrc
+// links there; without it `import matplotlib` fails). Nothing else of the
+// host's /etc enters the sandbox.
+var DefaultEtcFromRootfs = []string{
+	"ld.so.cache",
+	"ssl/certs",
+	"ssl/openssl.cnf",
+	"python3",
+	"python3.11",
+	"python3.12",
+	"python3.13",
+	"matplotlibrc",
+}
+
+// etcPlan builds /etc: passwd, group, hosts, hostname, resolv.conf and
+// nsswitch.conf are written from scratch; the EtcFromRootfs entries that
+// exist are bound read-only from the rootfs.
+func etcPlan(root string, o Options) []Mount {
+	plan := []Mount{{Kind: KindDir, Dst: "/etc", Mode: 0o755}}
+	for _, f := range etcFiles(o.Identity) {
+		plan = append(plan, f)
+	}
+	for _, rel := range o.EtcFromRootfs {
+		rel = filepath.Clean(rel)
+		if filepath.IsAbs(rel) || rel == "." || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		src := filepath.Join(root, "etc", rel)
+		// Resolve links inside the rootfs only: a link that leaves it (or
+		// dangles) is not followed.
+		real, err := filepath.EvalSymlinks(src)
+		if err != nil || !within(real, root) {
+			continue
+		}
+		if _, err := os.Stat(real); err != nil {
+			continue
+		}
+		plan = append(plan, Mount{Kind: KindBind, Src: real, Dst: "/etc/" + rel})
+	}
+	return plan
+}
+
+func within(p, root string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
+}
+
+// etcFiles are the generated files. The sandbox user's home is the
+// workspace; root exists only so that tools that look it up find it.
+func etcFiles(id Identity) []Mount {
+	user := "sandbox"
+	if id.UID == 0 {
+		user = "root"
+	}
+	var passwd, group strings.Builder
+	passwd.WriteString("root:x:0:0:root:/root:/usr/sbin/nologin\n")
+	group.WriteString("root:x:0:\n")
+	if id.UID != 0 {
+		fmt.Fprintf(&passwd, "%s:x:%d:%d:sandbox:%s:/usr/sbin/nologin\n", user, id.UID, id.GID, id.Home)
+	}
+	if id.GID != 0 {
+		fmt.Fprintf(&group, "%s:x:%d:\n", user, id.GID)
+	}
+	passwd.WriteString("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+	group.WriteString("nogroup:x:65534:\n")
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost %[1]s\n::1\tlocalhost ip6-localhost ip6-loopback %[1]s\n", id.Hostname)
+	return []Mount{
+		{Kind: KindFile, Dst: "/etc/passwd", Data: passwd.String(), Mode: 0o644},
+		{Kind: KindFile, Dst: "/etc/group", Data: group.String(), Mode: 0o644},
+		{Kind: KindFile, Dst: "/etc/hosts", Data: hosts, Mode: 0o644},
+		{Kind: KindFile, Dst: "/etc/hostname", Data: id.Hostname + "\n", Mode: 0o644},
+		// No resolver: the sandbox has no DNS of its own.
+		{Kind: KindFile, Dst: "/etc/resolv.conf", Data: "", Mode: 0o644},
+		{Kind: KindFile, Dst: "/etc/nsswitch.conf", Data: "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n", Mode: 0o644},
+	}
+}
+
+// devNodes are bound from the host's /dev: a userns cannot mknod, and these
+// character devices carry no host state.
+var devNodes = []string{"null", "zero", "full", "random", "urandom"}
+
+// devPlan is the minimal /dev: the five harmless nodes, the fd links, and a
+// size-capped /dev/shm; no tty, no pts, no host device. The /dev tmpfs is
+// made read-only once populated so that nothing can be added to it.
+func devPlan(shmSize int64) []Mount {
+	plan := []Mount{{Kind: KindTmpfs, Dst: "/dev", Mode: 0o755, Size: 64 << 10, Inodes: 64, NoExec: true}}
+	for _, n := range devNodes {
+		plan = append(plan, Mount{Kind: KindBind, Src: "/dev/" + n, Dst: "/dev/" + n, Writable: true, NoExec: true})
+	}
+	plan = append(plan,
+		Mount{Kind: KindSymlink, Src: "/proc/self/fd", Dst: "/dev/fd"},
+		Mount{Kind: KindSymlink, Src: "/proc/self/fd/0", Dst: "/dev/stdin"},
+		Mount{Kind: KindSymlink, Src: "/proc/self/fd/1", Dst: "/dev/stdout"},
+		Mount{Kind: KindSymlink, Src: "/proc/self/fd/2", Dst: "/dev/stderr"},
+		Mount{Kind: KindDir, Dst: "/dev/shm", Mode: 0o755},
+		Mount{Kind: KindRemountRO, Dst: "/dev"},
+		Mount{Kind: KindTmpfs, Dst: "/dev/shm", Mode: 0o1777, Size: shmSize, Inodes: 4096, NoExec: true},
+	)
+	return plan
+}

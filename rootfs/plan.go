@@ -1,0 +1,215 @@
+// Package rootfs decides what the sandbox sees as "/": which host paths are
+// bound read-only, which tmpfs mounts exist, and the synthetic /etc. The
+// result is a mount plan — plain data — that the init inside the namespaces
+// replays step by step (bubblewrap's SetupOp list, as data). Every decision
+// is taken here, on the host, before any namespace exists.
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Kind says what one Mount step does.
+type Kind string
+
+const (
+	// KindBind bind-mounts the host path Src on Dst, read-only unless
+	// Writable is set (only device nodes are).
+	KindBind Kind = "bind"
+	// KindTmpfs mounts a fresh tmpfs on Dst with Size bytes and Inodes
+	// inodes, owned by the sandbox user, with permissions Mode.
+	KindTmpfs Kind = "tmpfs"
+	// KindProc mounts a procfs of the sandbox's pid namespace on Dst.
+	KindProc Kind = "proc"
+	// KindSymlink creates Dst as a symlink to Src.
+	KindSymlink Kind = "symlink"
+	// KindFile creates Dst holding Data, with permissions Mode.
+	KindFile Kind = "file"
+	// KindDir creates Dst as a directory with permissions Mode.
+	KindDir Kind = "dir"
+	// KindRemountRO makes the mount at Dst read-only once it is populated
+	// (the synthetic /dev).
+	KindRemountRO Kind = "remount-ro"
+)
+
+// Mount is one step of the plan. Dst is absolute, inside the new root.
+type Mount struct {
+	Kind     Kind   `json:"kind"`
+	Src      string `json:"src,omitempty"`
+	Dst      string `json:"dst"`
+	Data     string `json:"data,omitempty"`
+	Mode     uint32 `json:"mode,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+	Inodes   int64  `json:"inodes,omitempty"`
+	Writable bool   `json:"writable,omitempty"`
+	NoExec   bool   `json:"noexec,omitempty"`
+}
+
+func (m Mount) String() string {
+	switch m.Kind {
+	case KindBind, KindSymlink:
+		return fmt.Sprintf("%s %s -> %s", m.Kind, m.Src, m.Dst)
+	default:
+		return fmt.Sprintf("%s %s", m.Kind, m.Dst)
+	}
+}
+
+// Identity is who the sandbox user is, for /etc/passwd and /etc/group.
+type Identity struct {
+	UID, GID int
+	Hostname string
+	Home     string
+}
+
+// Options are the inputs of a plan.
+type Options struct {
+	// Rootfs is a directory tree to use as "/". Empty means the host:
+	// its /usr and the /bin, /lib*, /sbin that sit beside it.
+	Rootfs string
+	// Workspace is the sandbox's working directory (a tmpfs).
+	Workspace       string
+	WorkspaceSize   int64
+	WorkspaceInodes int64
+	TmpSize         int64
+	TmpInodes       int64
+	ShmSize         int64
+	// EtcFromRootfs lists paths below the rootfs's /etc that the synthetic
+	// /etc takes over read-only (ld.so.cache, CA certificates, ...).
+	EtcFromRootfs []string
+	// ROBinds are extra host paths bound read-only at the same path.
+	ROBinds []string
+	Identity
+}
+
+// hostTop lists the top-level entries that make a host-derived root:
+// /usr itself and the directories or merged-usr symlinks beside it.
+var hostTop = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// synthesized are the top-level names the plan always provides itself;
+// they are never taken from a directory rootfs.
+var synthesized = map[string]bool{
+	"etc": true, "dev": true, "proc": true, "sys": true, "tmp": true,
+	"run": true, "workspace": true, "home": true, "root": true, "var": true,
+	"mnt": true, "media": true, "boot": true, "lost+found": true, "srv": true,
+}
+
+// Plan returns the ordered mount plan. It reads the host (lstat, readlink)
+// but changes nothing.
+func Plan(o Options) ([]Mount, error) {
+	if err := checkOptions(o); err != nil {
+		return nil, err
+	}
+	src := o.Rootfs
+	if src == "" {
+		src = "/"
+	}
+	top, err := topLevel(o.Rootfs)
+	if err != nil {
+		return nil, err
+	}
+	var plan, links []Mount
+	for _, name := range top {
+		p := filepath.Join(src, name)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("rootfs: lstat %s: %w", p, err)
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil, fmt.Errorf("rootfs: readlink %s: %w", p, err)
+			}
+			// Symlinks go last so that no later step resolves through one.
+			links = append(links, Mount{Kind: KindSymlink, Src: target, Dst: "/" + name})
+		case fi.IsDir():
+			plan = append(plan, Mount{Kind: KindBind, Src: p, Dst: "/" + name})
+		}
+	}
+	if len(plan) == 0 {
+		return nil, fmt.Errorf("rootfs: %s holds no directory to use as the root (want usr, bin, lib, ...)", src)
+	}
+	for _, b := range o.ROBinds {
+		plan = append(plan, Mount{Kind: KindBind, Src: b, Dst: b})
+	}
+	plan = append(plan, etcPlan(src, o)...)
+	plan = append(plan, devPlan(o.ShmSize)...)
+	plan = append(plan,
+		Mount{Kind: KindProc, Dst: "/proc"},
+		Mount{Kind: KindTmpfs, Dst: "/tmp", Mode: 0o1777, Size: o.TmpSize, Inodes: o.TmpInodes},
+		Mount{Kind: KindTmpfs, Dst: o.Workspace, Mode: 0o755, Size: o.WorkspaceSize, Inodes: o.WorkspaceInodes},
+	)
+	return append(plan, links...), nil
+}
+
+func checkOptions(o Options) error {
+	var errs []error
+	if o.Rootfs != "" {
+		fi, err := os.Lstat(o.Rootfs)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--rootfs %s: %w", o.Rootfs, err))
+		case !fi.IsDir():
+			errs = append(errs, fmt.Errorf("--rootfs %s: not a directory", o.Rootfs))
+		case !filepath.IsAbs(o.Rootfs):
+			errs = append(errs, fmt.Errorf("--rootfs %s: must be an absolute path", o.Rootfs))
+		}
+	}
+	if !filepath.IsAbs(o.Workspace) || path.Clean(o.Workspace) != o.Workspace || o.Workspace == "/" {
+		errs = append(errs, fmt.Errorf("workspace %q: must be a clean absolute path below /", o.Workspace))
+	} else if top := strings.Split(o.Workspace, "/")[1]; !synthesized[top] {
+		// A workspace inside /usr or /bin would mount over the rootfs.
+		errs = append(errs, fmt.Errorf("workspace %q: must not lie inside the rootfs (use e.g. /workspace or /home/...)", o.Workspace))
+	} else if top == "etc" || top == "dev" || top == "proc" || top == "tmp" {
+		errs = append(errs, fmt.Errorf("workspace %q: /%s is owned by the sandbox", o.Workspace, top))
+	}
+	for _, b := range o.ROBinds {
+		if !filepath.IsAbs(b) || filepath.Clean(b) != b {
+			errs = append(errs, fmt.Errorf("read-only bind %q: must be a clean absolute path", b))
+			continue
+		}
+		if _, err := os.Stat(b); err != nil {
+			errs = append(errs, fmt.Errorf("read-only bind %s: %w", b, err))
+		}
+		if top := strings.Split(b, "/")[1]; top == "proc" || top == "dev" || top == "etc" || b == o.Workspace {
+			errs = append(errs, fmt.Errorf("read-only bind %s: /%s is owned by the sandbox", b, top))
+		}
+	}
+	for _, name := range []struct {
+		what string
+		v    int64
+	}{{"workspace size", o.WorkspaceSize}, {"workspace inodes", o.WorkspaceInodes}, {"tmp size", o.TmpSize}, {"tmp inodes", o.TmpInodes}, {"shm size", o.ShmSize}} {
+		if name.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name.what, name.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// topLevel lists the rootfs entries to take: the host's usr and its
+// neighbours, or everything at the top of a directory rootfs except the
+// names the sandbox provides itself.
+func topLevel(dir string) ([]string, error) {
+	if dir == "" {
+		return hostTop, nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rootfs: read %s: %w", dir, err)
+	}
+	var names []string
+	for _, e := range ents {
+		if !synthesized[e.Name()] {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}

@@ -1,0 +1,79 @@
+package rootfs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func opts() Options {
+	return Options{Workspace: "/workspace", WorkspaceSize: 1, WorkspaceInodes: 1, TmpSize: 1, TmpInodes: 1, ShmSize: 1,
+		Identity: Identity{UID: 1000, GID: 1000, Hostname: "sbx", Home: "/workspace"}}
+}
+
+func TestPlanDirectoryRootfs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"usr/bin", "etc/ssl/certs", "home/x", "var/log"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	os.Symlink("usr/bin", filepath.Join(dir, "bin"))
+	os.WriteFile(filepath.Join(dir, "etc/ld.so.cache"), []byte("c"), 0o644)
+	os.WriteFile(filepath.Join(dir, "etc/shadow"), []byte("secret"), 0o600)
+	o := opts()
+	o.Rootfs = dir
+	o.EtcFromRootfs = DefaultEtcFromRootfs
+	plan, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, m := range plan {
+		kinds = append(kinds, m.String())
+		if strings.Contains(m.Src, "shadow") || strings.HasPrefix(m.Dst, "/home") || strings.HasPrefix(m.Dst, "/var") {
+			t.Errorf("plan takes %s", m)
+		}
+	}
+	all := strings.Join(kinds, "\n")
+	for _, want := range []string{"bind " + dir + "/usr -> /usr", "symlink usr/bin -> /bin", "bind " + dir + "/etc/ld.so.cache -> /etc/ld.so.cache",
+		"bind " + dir + "/etc/ssl/certs -> /etc/ssl/certs", "file /etc/passwd", "proc /proc", "tmpfs /workspace", "tmpfs /tmp", "remount-ro /dev"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("plan lacks %q:\n%s", want, all)
+		}
+	}
+	if last := plan[len(plan)-1]; last.Kind != KindSymlink {
+		t.Errorf("symlinks must come last, the plan ends with %s", last)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, nil, 0o644)
+	cases := map[string]func(*Options){
+		"--rootfs /no/such":    func(o *Options) { o.Rootfs = "/no/such" },
+		"not a directory":      func(o *Options) { o.Rootfs = file },
+		"must not lie inside":  func(o *Options) { o.Workspace = "/usr/work" },
+		"clean absolute":       func(o *Options) { o.Workspace = "work" },
+		"owned by the sandbox": func(o *Options) { o.Workspace = "/tmp/w" },
+		"must be positive":     func(o *Options) { o.TmpSize = 0 },
+		"read-only bind":       func(o *Options) { o.ROBinds = []string{"relative"} },
+	}
+	for want, mutate := range cases {
+		o := opts()
+		mutate(&o)
+		if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v", want, err)
+		}
+	}
+}
+
+func TestEtcFiles(t *testing.T) {
+	files := etcFiles(Identity{UID: 1000, GID: 1000, Hostname: "box", Home: "/workspace"})
+	byName := map[string]string{}
+	for _, f := range files {
+		byName[f.Dst] = f.Data
+	}
+	if !strings.Contains(byName["/etc/passwd"], "sandbox:x:1000:1000:sandbox:/workspace:") || !strings.Contains(byName["/etc/hosts"], "box") || byName["/etc/resolv.conf"] != "" {
+		t.Fatalf("etc files: %v", byName)
+	}
+}

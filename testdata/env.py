@@ -1,0 +1,2 @@
+import json, os
+print(json.dumps(dict(os.environ)))

@@ -1,0 +1,3 @@
+import sys
+print("about to exit 3")
+sys.exit(3)
