@@ -29,20 +29,54 @@ const DefaultName = "standard"
 // Profile is what a run may do. Zero values mean "as the built-in
 // defaults say"; see Defaults.
 type Profile struct {
-	Name        string            `toml:"-"`
-	Description string            `toml:"description"`
-	Limits      Limits            `toml:"limits"`
-	Filesystem  Filesystem        `toml:"filesystem"`
-	Sandbox     Sandbox           `toml:"sandbox"`
-	Env         map[string]string `toml:"env"`
+	Name        string `toml:"-"`
+	Description string `toml:"description"`
+	// Extends names the profile (built-in or file) this one starts from.
+	Extends string `toml:"extends"`
+	// Require lists the layers a run must have, or it fails before the
+	// payload starts: cgroup, seccomp, netns, userns.
+	Require    []string          `toml:"require"`
+	Limits     Limits            `toml:"limits"`
+	Filesystem Filesystem        `toml:"filesystem"`
+	Network    Network           `toml:"network"`
+	Seccomp    Seccomp           `toml:"seccomp"`
+	Sandbox    Sandbox           `toml:"sandbox"`
+	Env        map[string]string `toml:"env"`
+}
+
+// Network says what the sandbox may reach.
+type Network struct {
+	// Mode is "none" (only lo) or "allow" (through the allowlist proxy).
+	Mode string `toml:"mode"`
+	// Allow lists host patterns: "api.example.com", "*.example.org:443".
+	Allow []string `toml:"allow"`
+}
+
+// Seccomp picks the syscall policy.
+type Seccomp struct {
+	// Policy is "allowlist" (only what CPython and the data stack need),
+	// "denylist" (the known escape and attack surface refused), or "none"
+	// (no filter: a disabled security layer).
+	Policy string `toml:"policy"`
 }
 
 // Limits are enforced by the mechanism the Result names.
 type Limits struct {
+	// Memory is the cgroup memory limit (memory.max, no swap).
+	Memory units.Size `toml:"memory"`
+	// Pids is the most tasks the sandbox may hold at once.
+	Pids int64 `toml:"pids"`
+	// CPUs is the CPU bandwidth quota, in CPUs (0.5 = half of one).
+	CPUs float64 `toml:"cpus"`
+	// CPUTime is the total CPU time of all the sandbox's processes.
+	CPUTime units.Duration `toml:"cpu_time"`
 	// WallTime is the wall-clock limit of the payload.
 	WallTime units.Duration `toml:"wall_time"`
 	// Output is how many bytes of each of stdout and stderr are kept.
-	Output          units.Size `toml:"output"`
+	Output units.Size `toml:"output"`
+	// OutputPolicy is "truncate" (keep head and tail, let the program
+	// run) or "kill" (end the run with status output_limit).
+	OutputPolicy    string     `toml:"output_policy"`
 	WorkspaceSize   units.Size `toml:"workspace_size"`
 	WorkspaceInodes int64      `toml:"workspace_inodes"`
 	TmpSize         units.Size `toml:"tmp_size"`
