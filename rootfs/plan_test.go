@@ -41,8 +41,25 @@ func TestPlanDirectoryRootfs(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, all)
 		}
 	}
-	if last := plan[len(plan)-1]; last.Kind != KindSymlink {
-		t.Errorf("symlinks must come last, the plan ends with %s", last)
+	seal := -1
+	for i, m := range plan {
+		switch {
+		case m.Kind == KindSeal:
+			seal = i
+		case seal < 0 && (m.Kind == KindTmpfs || m.Kind == KindProc):
+			t.Errorf("%s comes before the seal: it would become read-only", m)
+		case seal >= 0 && m.Kind == KindBind && !strings.HasPrefix(m.Dst, "/dev/"):
+			t.Errorf("%s comes after the seal: it would stay writable", m)
+		case m.Kind == KindSymlink && strings.Count(m.Dst, "/") == 1:
+			for _, later := range plan[i:] {
+				if later.Kind == KindBind && strings.HasPrefix(later.Dst, m.Dst+"/") {
+					t.Errorf("%s resolves through the symlink %s", later, m)
+				}
+			}
+		}
+	}
+	if seal < 0 {
+		t.Fatal("no seal step")
 	}
 }
 
