@@ -43,14 +43,14 @@ const (
 
 // Mount is one step of the plan. Dst is absolute, inside the new root.
 type Mount struct {
-	Kind     Kind   `json:"kind"`
-	Src      string `json:"src,omitempty"`
-	Dst      string `json:"dst"`
-	Data     string `json:"data,omitempty"`
-	Mode     uint32 `json:"mode,omitempty"`
-	Size     int64  `json:"size,omitempty"`
-	Inodes   int64  `json:"inodes,omitempty"`
-	NoExec   bool   `json:"noexec,omitempty"`
+	Kind   Kind   `json:"kind"`
+	Src    string `json:"src,omitempty"`
+	Dst    string `json:"dst"`
+	Data   string `json:"data,omitempty"`
+	Mode   uint32 `json:"mode,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	Inodes int64  `json:"inodes,omitempty"`
+	NoExec bool   `json:"noexec,omitempty"`
 }
 
 func (m Mount) String() string {
