@@ -109,6 +109,7 @@ func execCommand(rawArgs []string) *cli.Command {
 			&cli.StringFlag{Name: "rootfs", Usage: "use directory `DIR` as the read-only root instead of the host's /usr"},
 			&cli.StringFlag{Name: "timeout", Usage: "wall-clock limit, e.g. `1.5s` or 2m (default: the profile's)"},
 			&cli.BoolFlag{Name: "debug-timings", Usage: "print how long each step of the run took, on stderr"},
+			&cli.StringFlag{Name: "output-dir", Usage: "copy the files the run created or changed in the workspace to `DIR` (regular files only; links are listed, never followed)"},
 			&cli.StringFlag{Name: "output-limit", Usage: "bytes of each of stdout and stderr to keep, e.g. `1M` (default: the profile's)"},
 		},
 		Action: func(c *cli.Context) error { return execAction(c, rawArgs) },
@@ -155,6 +156,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		Stdin:       os.Stdin,
 		OutputLimit: int64(prof.Limits.Output),
 		Timeout:     time.Duration(prof.Limits.WallTime),
+		OutputDir:   c.String("output-dir"),
 		Signals:     sigs,
 	}
 	if !asJSON {

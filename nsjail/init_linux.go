@@ -3,6 +3,8 @@ package nsjail
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +46,9 @@ type initProc struct {
 	spec       Spec
 	payloadPid int
 	tl         timeline
+	// inputs maps each input's workspace path to the sha256 of what was
+	// written, to tell modified inputs from unchanged ones afterwards.
+	inputs map[string]string
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -54,9 +59,10 @@ type step struct {
 }
 
 func (in *initProc) run() int {
-	// Neither pipe may reach the payload.
+	// None of the pipes may reach the payload.
 	unix.CloseOnExec(controlFD)
 	unix.CloseOnExec(statusFD)
+	unix.CloseOnExec(filesFD)
 	unix.Umask(0o022)
 	// Bringing lo up needs nothing from the Spec: it runs beside the
 	// mounts, on another thread of the same network namespace.
@@ -96,6 +102,7 @@ func (in *initProc) run() int {
 	if err != nil {
 		// Not a sandbox failure: the payload's program is missing.
 		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error()})
+		in.reportFiles()
 		return 0
 	}
 	steps = []step{
@@ -108,7 +115,11 @@ func (in *initProc) run() int {
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}
-	return in.supervise(argv0, p.Argv)
+	code := in.supervise(argv0, p.Argv)
+	if code == 0 {
+		in.reportFiles()
+	}
+	return code
 }
 
 func (in *initProc) runSteps(steps []step) error {
@@ -187,6 +198,7 @@ func (in *initProc) readPayload(p *Payload) error {
 // so plain path walks are safe here; O_EXCL|O_NOFOLLOW still refuse any
 // surprise.
 func (in *initProc) writeInputs(files []File) error {
+	in.inputs = make(map[string]string, len(files))
 	for _, f := range files {
 		dst := filepath.Join(in.spec.Workdir, f.Path)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -196,13 +208,15 @@ func (in *initProc) writeInputs(files []File) error {
 		if err != nil {
 			return &pathError{"create", dst, err}
 		}
-		_, err = io.CopyN(out, in.ctl, f.Size)
+		h := sha256.New()
+		_, err = io.CopyN(io.MultiWriter(out, h), in.ctl, f.Size)
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
 			return &pathError{"write", dst, err}
 		}
+		in.inputs[f.Path] = hex.EncodeToString(h.Sum(nil))
 	}
 	return nil
 }
@@ -316,7 +330,7 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 			errno = unix.EACCES
 		}
 		in.send(StatusMsg{Kind: kindExit, ExecErrno: int(errno), Msg: fmt.Sprintf("exec %s: %v", argv0, err)})
-		return 0
+		return 0 // the caller reports the workspace
 	}
 	in.payloadPid = pid
 	in.tl.mark("init: fork+exec payload")
@@ -357,6 +371,16 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 	return 0
 }
 
+// reportFiles sends the workspace report. Every process but the init is
+// gone by now, so the workspace can no longer change under the walk.
+func (in *initProc) reportFiles() {
+	files := os.NewFile(filesFD, "files")
+	defer files.Close()
+	if err := newCollector(files, in.spec.Outputs, in.inputs).collect(in.spec.Workdir); err != nil {
+		in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("workspace report: %v", err)})
+	}
+}
+
 // readControl forwards the supervisor's signals to the payload. EOF means
 // the supervisor is gone: then the whole sandbox goes too (a backstop for
 // Pdeathsig).
@@ -368,7 +392,12 @@ func (in *initProc) readControl() {
 			os.Exit(1)
 		}
 		var c Control
-		if json.Unmarshal(line, &c) == nil && c.Signal > 0 && c.Signal < 65 {
+		if json.Unmarshal(line, &c) != nil {
+			continue
+		}
+		if c.Kill {
+			killAll()
+		} else if c.Signal > 0 && c.Signal < 65 {
 			unix.Kill(in.payloadPid, unix.Signal(c.Signal))
 		}
 	}

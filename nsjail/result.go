@@ -51,6 +51,12 @@ type Result struct {
 	StdoutBytes     int64   `json:"stdout_bytes"`
 	StderrBytes     int64   `json:"stderr_bytes"`
 	Usage           Usage   `json:"usage"`
+	// Files are the workspace entries the run created, modified or
+	// deleted (never empty-null: [] when none).
+	Files          []FileEntry `json:"files"`
+	FilesTruncated bool        `json:"files_truncated"`
+	// Warnings are things that went wrong without failing the run.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Usage is what the run consumed.

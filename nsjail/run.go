@@ -32,6 +32,9 @@ type Job struct {
 	OutputLimit int64
 	// Timeout is the wall-clock limit of the payload; 0 means none.
 	Timeout time.Duration
+	// OutputDir, when set, receives the files the run created or
+	// changed in the workspace (Spec.Outputs bounds them).
+	OutputDir string
 	// Signals received by sbx are forwarded to the payload.
 	Signals <-chan os.Signal
 	// Timings, when set, gets a per-step timeline of the run (the
@@ -47,6 +50,14 @@ func MonotonicNS() int64 { return monotonicNS() }
 // setupTimeout bounds how long building a sandbox may take before the
 // run is abandoned as a setup error (it takes milliseconds).
 const setupTimeout = 30 * time.Second
+
+// killGrace is how long the init gets to kill the payload and report
+// after the supervisor asks it to, before it is killed itself (losing the
+// workspace report).
+const killGrace = 2 * time.Second
+
+// reportTimeout bounds the workspace report after the payload ended.
+const reportTimeout = 60 * time.Second
 
 // Run builds the sandbox, runs the payload in it and returns its Result.
 // It never panics on bad input and always returns a Result: a failure of
@@ -68,6 +79,10 @@ func Run(ctx context.Context, job *Job) *Result {
 		res.Stdout, res.StdoutTruncated, res.StdoutBytes = s.stdout.String(), s.stdout.Truncated(), s.stdout.Total()
 		res.Stderr, res.StderrTruncated, res.StderrBytes = s.stderr.String(), s.stderr.Truncated(), s.stderr.Total()
 	}
+	if res.Files == nil {
+		res.Files = []FileEntry{}
+	}
+	res.Warnings = s.warnings
 	end := time.Now()
 	res.FinishedAt = end.UTC()
 	res.Usage.WallMS = end.Sub(start).Milliseconds()
@@ -94,6 +109,10 @@ type supervisor struct {
 	ctlMu sync.Mutex
 	ctlW  *os.File
 	tl    timeline
+	// killedFor is why the supervisor ended the run ("timeout", ...), or
+	// "" if the payload ended on its own.
+	killedFor string
+	warnings  []string
 }
 
 // hostIDs returns the host uid and gid the sandbox user maps onto. An
@@ -119,6 +138,9 @@ const RootHostIDBase = 0x5b000000
 
 func (s *supervisor) run(ctx context.Context) error {
 	job := s.job
+	if job.Spec.Outputs == (OutputSpec{}) {
+		job.Spec.Outputs = DefaultOutputSpec()
+	}
 	if err := errors.Join(job.Spec.Validate(), CheckPayload(&job.Payload)); err != nil {
 		return err
 	}
@@ -131,6 +153,16 @@ func (s *supervisor) run(ctx context.Context) error {
 			f.Close()
 		}
 	}()
+	var sink outputSink
+	if job.OutputDir != "" {
+		od, err := openOutputDir(job.OutputDir)
+		if err != nil {
+			return err
+		}
+		defer od.Close()
+		sink = od
+	}
+	job.Spec.Outputs.Send = sink != nil
 	job.Spec.Timings = s.tl.on
 	specLine, err := encodeLine(&job.Spec)
 	if err != nil {
@@ -140,6 +172,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("encode payload: %w", err)
 	}
+
 
 	var p pipes
 	defer p.closeAll()
@@ -177,9 +210,15 @@ func (s *supervisor) run(ctx context.Context) error {
 	p.closeChildEnds()
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); io.Copy(s.stdout, p.outR) }()
 	go func() { defer wg.Done(); io.Copy(s.stderr, p.errR) }()
+	var filesErr error
+	go func() {
+		defer wg.Done()
+		s.res.Files, s.res.FilesTruncated, filesErr = readFiles(p.filesR, job.Spec.Outputs, sink)
+		io.Copy(io.Discard, p.filesR) // never leave the init blocked on a full pipe
+	}()
 	if job.Stdin != nil {
 		go func(w *os.File) {
 			io.Copy(w, job.Stdin)
@@ -199,41 +238,54 @@ func (s *supervisor) run(ctx context.Context) error {
 	if runErr != nil {
 		return runErr
 	}
+	if filesErr != nil && exit != nil && s.killedFor == "" {
+		s.warnings = append(s.warnings, "workspace report incomplete: "+filesErr.Error())
+	}
 	return s.finish(exit, cmd, waitErr)
 }
 
 // watch follows the init's status lines until it is gone, enforcing the
 // timers and forwarding signals. It returns the exit message, if any.
+//
+// A limit ends the run in two steps: the init is asked to kill every other
+// process (kill(-1) from pid 1 reaches the whole pid namespace at once,
+// and blocks forks while it runs), after which it reports as usual; if it
+// has not reported within killGrace, the init itself is SIGKILLed, which
+// takes the whole namespace down with it.
 func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan StatusMsg) (*StatusMsg, error) {
 	job := s.job
-	setup := time.NewTimer(setupTimeout)
-	defer setup.Stop()
+	deadline := time.NewTimer(setupTimeout)
+	defer deadline.Stop()
+	phase := "setup" // what the deadline timer is guarding
 	var wall <-chan time.Time
 	var exit *StatusMsg
 	var stepErr error
-	killed := ""
-	kill := func(why string) {
-		if killed == "" {
-			killed = why
-			// SIGKILL to the init ends its pid namespace: the kernel
-			// kills every process in it (pid_namespaces(7)).
-			cmd.Process.Kill()
+	hardKill := func() {
+		// SIGKILL to the init ends its pid namespace: the kernel kills
+		// every process in it (pid_namespaces(7)).
+		cmd.Process.Kill()
+	}
+	limit := func(why string) {
+		if s.killedFor != "" {
+			return
 		}
+		s.killedFor = why
+		wall = nil
+		s.sendControl(Control{Kill: true})
+		phase = "kill"
+		deadline.Reset(killGrace)
 	}
 	for {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
-				switch {
-				case stepErr != nil:
+				if stepErr != nil {
 					return nil, stepErr
-				case killed == "setup":
+				}
+				if phase == "setup" && s.killedFor == "setup" {
 					return nil, fmt.Errorf("sandbox setup took longer than %v", setupTimeout)
-				case killed == "timeout":
-					s.res.Status, s.res.ExitCode = StatusTimeout, ExitTimeLimit
-					s.res.Message = fmt.Sprintf("wall-clock limit of %v reached; the sandbox was killed", job.Timeout)
-					return exit, nil
-				case killed == "cancel":
+				}
+				if s.killedFor == "cancel" && exit == nil {
 					return nil, fmt.Errorf("run cancelled: %v", context.Cause(ctx))
 				}
 				return exit, nil
@@ -243,25 +295,38 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 			switch m.Kind {
 			case kindError:
 				stepErr = withHint(m.stepError())
+			case kindWarning:
+				s.warnings = append(s.warnings, m.Msg)
 			case kindStarted:
-				setup.Stop()
+				phase = "run"
+				deadline.Stop()
 				if job.Timeout > 0 {
 					wall = time.After(job.Timeout)
 				}
 			case kindExit:
-				setup.Stop()
 				mm := m
 				exit = &mm
-				// The payload is done: a late timer must not turn
-				// its exit into a timeout.
+				// The payload is done: a late timer must not turn its
+				// exit into a timeout. What is left is the report.
 				wall = nil
+				phase = "report"
+				deadline.Reset(reportTimeout)
 			}
-		case <-setup.C:
-			kill("setup")
+		case <-deadline.C:
+			switch phase {
+			case "setup":
+				s.killedFor = "setup"
+			case "report":
+				s.warnings = append(s.warnings, fmt.Sprintf("workspace report took longer than %v; it was cut short", reportTimeout))
+			}
+			hardKill()
 		case <-wall:
-			kill("timeout")
+			limit("timeout")
 		case <-ctx.Done():
-			kill("cancel")
+			if s.killedFor == "" {
+				s.killedFor = "cancel"
+			}
+			hardKill()
 		case sig := <-job.Signals:
 			if n, ok := sig.(syscall.Signal); ok {
 				s.sendControl(Control{Signal: int(n)})
@@ -270,14 +335,21 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 	}
 }
 
-// finish fills the Result from the init's exit message.
+// finish fills the Result from the init's exit message and from why the
+// supervisor ended the run, if it did.
 func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error {
 	res := s.res
-	if exit == nil {
-		if res.Status == StatusTimeout {
+	if s.killedFor == "timeout" {
+		res.Status, res.ExitCode = StatusTimeout, ExitTimeLimit
+		res.Message = fmt.Sprintf("wall-clock limit of %v reached; the sandbox was killed", s.job.Timeout)
+		if exit == nil || exit.ExecErrno != 0 {
 			s.usageFromInit(cmd)
-			return nil
+		} else {
+			s.usageFromExit(exit)
 		}
+		return nil
+	}
+	if exit == nil {
 		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
 	}
 	if exit.ExecErrno != 0 {
@@ -289,11 +361,16 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		return nil
 	}
 	res.classifyWait(unix.WaitStatus(exit.WaitStatus))
-	res.Usage.UserMS = exit.UserUS / 1000
-	res.Usage.SystemMS = exit.SystemUS / 1000
-	res.Usage.CPUMS = (exit.UserUS + exit.SystemUS) / 1000
-	res.Usage.PeakMemoryBytes = exit.MaxRSSKB * 1024
+	s.usageFromExit(exit)
 	return nil
+}
+
+func (s *supervisor) usageFromExit(exit *StatusMsg) {
+	u := &s.res.Usage
+	u.UserMS = exit.UserUS / 1000
+	u.SystemMS = exit.SystemUS / 1000
+	u.CPUMS = (exit.UserUS + exit.SystemUS) / 1000
+	u.PeakMemoryBytes = exit.MaxRSSKB * 1024
 }
 
 // usageFromInit reads the usage of a killed sandbox from the init's own
@@ -346,7 +423,7 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		Stdin:       p.inR,
 		Stdout:      p.outW,
 		Stderr:      p.errW,
-		ExtraFiles:  []*os.File{p.ctlR, p.stW},
+		ExtraFiles:  []*os.File{p.ctlR, p.stW, p.filesW},
 		SysProcAttr: attr,
 	}
 }
@@ -434,11 +511,12 @@ func unwrapPath(err error) error {
 
 // pipes are the init's stdio and its two control pipes.
 type pipes struct {
-	inR, inW   *os.File
-	outR, outW *os.File
-	errR, errW *os.File
-	ctlR, ctlW *os.File
-	stR, stW   *os.File
+	inR, inW       *os.File
+	outR, outW     *os.File
+	errR, errW     *os.File
+	ctlR, ctlW     *os.File
+	stR, stW       *os.File
+	filesR, filesW *os.File
 }
 
 func (p *pipes) open(withStdin bool) error {
@@ -453,7 +531,7 @@ func (p *pipes) open(withStdin bool) error {
 	for _, pp := range []struct {
 		r, w **os.File
 		what string
-	}{{&p.outR, &p.outW, "stdout"}, {&p.errR, &p.errW, "stderr"}, {&p.ctlR, &p.ctlW, "control"}, {&p.stR, &p.stW, "status"}} {
+	}{{&p.outR, &p.outW, "stdout"}, {&p.errR, &p.errW, "stderr"}, {&p.ctlR, &p.ctlW, "control"}, {&p.stR, &p.stW, "status"}, {&p.filesR, &p.filesW, "files"}} {
 		if *pp.r, *pp.w, err = os.Pipe(); err != nil {
 			return fmt.Errorf("pipe for %s: %w", pp.what, err)
 		}
@@ -464,7 +542,7 @@ func (p *pipes) open(withStdin bool) error {
 // closeChildEnds closes the supervisor's copies of the init's ends, so
 // that EOF on a pipe means every process in the sandbox is done with it.
 func (p *pipes) closeChildEnds() {
-	for _, f := range []**os.File{&p.inR, &p.outW, &p.errW, &p.ctlR, &p.stW} {
+	for _, f := range []**os.File{&p.inR, &p.outW, &p.errW, &p.ctlR, &p.stW, &p.filesW} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -474,7 +552,7 @@ func (p *pipes) closeChildEnds() {
 
 func (p *pipes) closeAll() {
 	p.closeChildEnds()
-	for _, f := range []**os.File{&p.inW, &p.outR, &p.errR, &p.ctlW, &p.stR} {
+	for _, f := range []**os.File{&p.inW, &p.outR, &p.errR, &p.ctlW, &p.stR, &p.filesR} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil

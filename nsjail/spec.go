@@ -33,6 +33,8 @@ type Spec struct {
 	// Env is the payload's whole environment; nothing of the host's.
 	Env     []string `json:"env"`
 	Rlimits []Rlimit `json:"rlimits"`
+	// Outputs bounds the report of the workspace after the run.
+	Outputs OutputSpec `json:"outputs"`
 	// Timings asks the init to report when each setup step ended.
 	Timings bool `json:"timings,omitempty"`
 }
@@ -67,7 +69,14 @@ type File struct {
 
 // Validate lists every problem with the Spec, one error per check.
 func (s *Spec) Validate() error {
-	return errors.Join(checkVersion(s), checkIdentity(s), checkWorkdir(s), checkEnv(s.Env), checkRlimits(s.Rlimits))
+	return errors.Join(checkVersion(s), checkIdentity(s), checkWorkdir(s), checkEnv(s.Env), checkRlimits(s.Rlimits), checkOutputs(s.Outputs))
+}
+
+func checkOutputs(o OutputSpec) error {
+	if o.MaxFiles <= 0 || o.MaxBytes < 0 || o.MaxFileBytes < 0 || o.MaxDepth <= 0 {
+		return fmt.Errorf("output caps: files %d, bytes %d, file bytes %d, depth %d: want positive counts", o.MaxFiles, o.MaxBytes, o.MaxFileBytes, o.MaxDepth)
+	}
+	return nil
 }
 
 func checkVersion(s *Spec) error {

@@ -13,6 +13,7 @@ func validSpec() Spec {
 		Mounts:  []rootfs.Mount{{Kind: rootfs.KindTmpfs, Dst: "/workspace", Size: 1, Inodes: 1}},
 		Workdir: "/workspace", Env: []string{"A=1"},
 		Rlimits: []Rlimit{{Resource: "RLIMIT_CORE"}},
+		Outputs: DefaultOutputSpec(),
 	}
 }
 
@@ -30,6 +31,7 @@ func TestSpecValidate(t *testing.T) {
 		{"workdir without tmpfs", func(s *Spec) { s.Workdir = "/other" }, "no tmpfs"},
 		{"env", func(s *Spec) { s.Env = []string{"NOEQUALS"} }, "KEY=VALUE"},
 		{"rlimit", func(s *Spec) { s.Rlimits = []Rlimit{{Resource: "RLIMIT_BOGUS"}} }, "unknown resource"},
+		{"output caps", func(s *Spec) { s.Outputs.MaxFiles = 0 }, "output caps"},
 		{"rlimit order", func(s *Spec) { s.Rlimits = []Rlimit{{Resource: "RLIMIT_NOFILE", Soft: 2, Hard: 1}} }, "above hard"},
 	}
 	for _, tc := range cases {

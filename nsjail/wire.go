@@ -13,6 +13,7 @@ import (
 const (
 	controlFD = 3 // supervisor -> init: Spec, Payload, file bytes, then Control lines
 	statusFD  = 4 // init -> supervisor: Status lines
+	filesFD   = 5 // init -> supervisor: the workspace report (files.go)
 )
 
 // initArg is argv[1] of the re-executed binary that makes it the init.
@@ -22,6 +23,9 @@ const initArg = "__sbx_init"
 type Control struct {
 	// Signal asks the init to forward this signal to the payload.
 	Signal int `json:"signal,omitempty"`
+	// Kill asks the init to kill every process of the sandbox but
+	// itself, then report as usual (the workspace included).
+	Kill bool `json:"kill,omitempty"`
 }
 
 // Status kinds sent by the init.
@@ -30,6 +34,7 @@ const (
 	kindReady   = "ready"   // the sandbox is built, waiting for the payload
 	kindStarted = "started" // the payload runs as Pid (in the sandbox's pid ns)
 	kindExit    = "exit"    // the payload ended: WaitStatus, Rusage, or ExecErrno
+	kindWarning = "warning" // something after the payload went wrong: Msg
 )
 
 // StatusMsg is one line from the init on fd 4.
