@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sbx-sandbox/sbx/internal/units"
+	"github.com/sbx-sandbox/sbx/audit"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 )
@@ -100,18 +101,20 @@ func execCommand(rawArgs []string) *cli.Command {
 			"limit; 137 on memory or another limit; 125 if sbx itself failed;\n" +
 			"126/127 if the program cannot be run / was not found.",
 		OnUsageError: usageError,
-		Flags: []cli.Flag{
+		// The flags that set profile keys (--memory, --timeout, ...) come
+		// from the table profiles.Flags; see profile_cmd.go.
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "profile", Aliases: []string{"p"}, Value: profiles.DefaultName, Usage: "built-in profile `NAME` (" + strings.Join(profiles.Names(), ", ") + ") or a profile file path"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON Result object on stdout instead of streaming the output"},
 			&cli.StringFlag{Name: "c", Usage: "run Python `CODE` given on the command line"},
 			&cli.StringSliceFlag{Name: "file", Usage: "copy host file `SRC[:DEST]` into the workspace (DEST relative to it; repeatable)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "set `KEY=VALUE` in the sandbox (repeatable); the host environment never enters"},
-			&cli.StringFlag{Name: "rootfs", Usage: "use directory `DIR` as the read-only root instead of the host's /usr"},
-			&cli.StringFlag{Name: "timeout", Usage: "wall-clock limit, e.g. `1.5s` or 2m (default: the profile's)"},
 			&cli.BoolFlag{Name: "debug-timings", Usage: "print how long each step of the run took, on stderr"},
 			&cli.StringFlag{Name: "output-dir", Usage: "copy the files the run created or changed in the workspace to `DIR` (regular files only; links are listed, never followed)"},
-			&cli.StringFlag{Name: "output-limit", Usage: "bytes of each of stdout and stderr to keep, e.g. `1M` (default: the profile's)"},
-		},
+			&cli.StringFlag{Name: "input-dir", Usage: "copy every regular file below `DIR` into the workspace, at the same relative paths"},
+			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line about the run to `FILE` (fsync'd); a run that cannot be logged fails"},
+			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
+		}, profileFlags()...),
 		Action: func(c *cli.Context) error { return execAction(c, rawArgs) },
 	}
 }
@@ -120,11 +123,29 @@ func execCommand(rawArgs []string) *cli.Command {
 func execAction(c *cli.Context, rawArgs []string) error {
 	id := newRunID()
 	asJSON := c.Bool("json")
+	// The audit log opens first: every run after this point is recorded,
+	// one that fails before its sandbox exists included.
+	var log *audit.Log
+	var payload nsjail.Payload
 	fail := func(err error) error {
+		res := nsjail.SetupFailure(id, c.String("profile"), err)
+		if log != nil {
+			if lerr := writeAudit(log, res, nil, payload, false); lerr != nil {
+				res.Message += "; " + lerr.Error()
+				err = fmt.Errorf("%w; %v", err, lerr)
+			}
+		}
 		if asJSON {
-			printJSON(nsjail.SetupFailure(id, c.String("profile"), err))
+			printJSON(res)
 		}
 		return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+	}
+	if path := c.String("audit-log"); path != "" {
+		var err error
+		if log, err = audit.Open(path); err != nil {
+			return fail(err)
+		}
+		defer log.Close()
 	}
 	prof, err := profiles.Load(c.String("profile"))
 	if err != nil {
@@ -133,9 +154,17 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if err := applyFlags(c, prof); err != nil {
 		return fail(err)
 	}
-	payload, err := payloadFromArgs(c, rawArgs)
+	payload, err = payloadFromArgs(c, rawArgs)
 	if err != nil {
 		return fail(err)
+	}
+	var warnings []string
+	if dir := c.String("input-dir"); dir != "" {
+		files, w, err := nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize))
+		if err != nil {
+			return fail(err)
+		}
+		payload.Files, warnings = append(files, payload.Files...), w
 	}
 	env := c.StringSlice("env")
 	for _, kv := range env {
@@ -166,6 +195,13 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		job.Timings, job.T0 = os.Stderr, t0
 	}
 	res := nsjail.Run(context.Background(), job)
+	res.Warnings = append(warnings, res.Warnings...)
+	if log != nil {
+		if err := writeAudit(log, res, prof, payload, c.Bool("audit-output")); err != nil {
+			res.Status, res.ExitCode, res.Signal = nsjail.StatusSetupError, nsjail.ExitSbxFailed, nil
+			res.Message = err.Error()
+		}
+	}
 	if asJSON {
 		printJSON(res)
 	} else if res.Status != nsjail.StatusOK && res.Status != nsjail.StatusExit && res.Status != nsjail.StatusSetupError {
@@ -180,30 +216,32 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	return nil
 }
 
-// applyFlags lays the flags over the profile (flags win).
-func applyFlags(c *cli.Context, p *profiles.Profile) error {
-	if c.IsSet("rootfs") {
-		dir, err := filepath.Abs(c.String("rootfs"))
-		if err != nil {
-			return fmt.Errorf("--rootfs: %w", err)
-		}
-		p.Filesystem.Rootfs = dir
+// writeAudit records the run: the code run is identified by the script's
+// hash when there is one, else by the hash of the command line.
+func writeAudit(log *audit.Log, res *nsjail.Result, prof *profiles.Profile, payload nsjail.Payload, withOutput bool) error {
+	e := audit.FromResult(res, withOutput)
+	e.Argv = payload.Argv
+	if e.Argv == nil {
+		e.Argv = []string{}
 	}
-	if c.IsSet("timeout") {
-		d, err := units.ParseDuration(c.String("timeout"))
-		if err != nil {
-			return fmt.Errorf("--timeout: %w", err)
-		}
-		p.Limits.WallTime = units.Duration(d)
+	if prof != nil {
+		pj, _ := json.Marshal(prof)
+		e.ProfileSHA256 = sha256Hex(pj)
 	}
-	if c.IsSet("output-limit") {
-		n, err := units.ParseSize(c.String("output-limit"))
-		if err != nil {
-			return fmt.Errorf("--output-limit: %w", err)
+	e.CodeSHA256 = sha256Hex([]byte(strings.Join(payload.Argv, "\x00")))
+	if len(payload.Argv) > 1 && payload.Argv[0] == "python3" {
+		for _, in := range res.Inputs {
+			if in.Path == payload.Argv[1] {
+				e.CodeSHA256 = in.SHA256
+			}
 		}
-		p.Limits.Output = units.Size(n)
 	}
-	return p.Validate()
+	return log.Write(e)
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // payloadFromArgs reads the three forms: FILE.py [ARGS], -c CODE [ARGS],
@@ -226,7 +264,10 @@ func payloadFromArgs(c *cli.Context, rawArgs []string) (nsjail.Payload, error) {
 	case afterDoubleDash(rawArgs, len(args)):
 		p.Argv = args
 	default:
-		script := args[0]
+		script, err := filepath.EvalSymlinks(args[0])
+		if err != nil {
+			return p, fmt.Errorf("script %s: %w", args[0], unwrapPath(err))
+		}
 		fi, err := os.Stat(script)
 		if err != nil {
 			return p, fmt.Errorf("script %s: %w", script, unwrapPath(err))
@@ -256,7 +297,11 @@ func parseFileFlag(spec string) (nsjail.File, error) {
 	if !hasDest || dest == "" {
 		dest = filepath.Base(src)
 	}
-	fi, err := os.Stat(src)
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return nsjail.File{}, fmt.Errorf("--file %s: %w", src, unwrapPath(err))
+	}
+	fi, err := os.Stat(real)
 	if err != nil {
 		return nsjail.File{}, fmt.Errorf("--file %s: %w", src, unwrapPath(err))
 	}
@@ -267,7 +312,7 @@ func parseFileFlag(spec string) (nsjail.File, error) {
 	if filepath.IsAbs(dest) || clean != dest || strings.HasPrefix(clean, "..") {
 		return nsjail.File{}, fmt.Errorf("--file %s: destination %q must be a clean relative path inside the workspace", src, dest)
 	}
-	return nsjail.File{Path: dest, Source: src, Mode: uint32(fi.Mode().Perm())}, nil
+	return nsjail.File{Path: dest, Source: real, Mode: uint32(fi.Mode().Perm())}, nil
 }
 
 func unwrapPath(err error) error {
@@ -288,27 +333,4 @@ func printJSON(v any) {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-func profileCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "profile",
-		Usage: "list and show profiles",
-		Subcommands: []*cli.Command{
-			{
-				Name:  "list",
-				Usage: "list the built-in profiles",
-				Action: func(c *cli.Context) error {
-					for _, n := range profiles.Names() {
-						p, err := profiles.Load(n)
-						if err != nil {
-							return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
-						}
-						fmt.Printf("%-10s %s\n", n, p.Description)
-					}
-					return nil
-				},
-			},
-		},
-	}
 }

@@ -112,9 +112,9 @@ func TestReadFilesEnforcesCaps(t *testing.T) {
 			fileRecord{Name: []byte("a"), Kind: "file", Size: 5, SHA256: sum("12345"), Data: true}, "12345",
 			fileRecord{Name: []byte("b"), Kind: "file", Size: 5, Data: true}, "12345", fileRecord{Kind: recordEnd}),
 		"too many entries": stream(t, fileRecord{Name: []byte("a"), Kind: "fifo"}, fileRecord{Name: []byte("b"), Kind: "fifo"}, fileRecord{Name: []byte("c"), Kind: "fifo"}, fileRecord{Kind: recordEnd}),
-		"endless line":      strings.NewReader(strings.Repeat("x", maxRecordLine+10)),
-		"cut short":         stream(t, fileRecord{Name: []byte("a"), Kind: "file", Size: 5, Data: true}, "12"),
-		"garbage":           strings.NewReader("{not json}\n"),
+		"endless line":     strings.NewReader(strings.Repeat("x", maxRecordLine+10)),
+		"cut short":        stream(t, fileRecord{Name: []byte("a"), Kind: "file", Size: 5, Data: true}, "12"),
+		"garbage":          strings.NewReader("{not json}\n"),
 	}
 	for name, r := range cases {
 		if _, truncated, err := readFiles(r, o, nil); err == nil || !truncated {

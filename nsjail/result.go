@@ -51,12 +51,23 @@ type Result struct {
 	StdoutBytes     int64   `json:"stdout_bytes"`
 	StderrBytes     int64   `json:"stderr_bytes"`
 	Usage           Usage   `json:"usage"`
+	// Inputs are the files streamed into the workspace, hashed as they
+	// crossed.
+	Inputs []InputEntry `json:"inputs"`
 	// Files are the workspace entries the run created, modified or
 	// deleted (never empty-null: [] when none).
 	Files          []FileEntry `json:"files"`
 	FilesTruncated bool        `json:"files_truncated"`
 	// Warnings are things that went wrong without failing the run.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// InputEntry is one file streamed into the workspace.
+type InputEntry struct {
+	Path   string `json:"path"`
+	Source string `json:"source"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // Usage is what the run consumed.

@@ -3,6 +3,8 @@ package nsjail
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,7 +67,7 @@ const reportTimeout = 60 * time.Second
 func Run(ctx context.Context, job *Job) *Result {
 	start := time.Now()
 	res := &Result{ID: job.Spec.ID, Profile: job.Spec.Profile, StartedAt: start.UTC()}
-	s := &supervisor{job: job, res: res}
+	s := &supervisor{job: job, res: res, inputsDone: make(chan struct{})}
 	s.tl.on = job.Timings != nil
 	if job.T0 != 0 {
 		s.tl.marks = append(s.tl.marks, Mark{"sbx: process started (main)", job.T0})
@@ -81,6 +83,9 @@ func Run(ctx context.Context, job *Job) *Result {
 	}
 	if res.Files == nil {
 		res.Files = []FileEntry{}
+	}
+	if res.Inputs == nil {
+		res.Inputs = []InputEntry{}
 	}
 	res.Warnings = s.warnings
 	end := time.Now()
@@ -113,6 +118,9 @@ type supervisor struct {
 	// "" if the payload ended on its own.
 	killedFor string
 	warnings  []string
+	// inputs are filled by writeControl, which closes inputsDone.
+	inputs     []InputEntry
+	inputsDone chan struct{}
 }
 
 // hostIDs returns the host uid and gid the sandbox user maps onto. An
@@ -173,7 +181,6 @@ func (s *supervisor) run(ctx context.Context) error {
 		return fmt.Errorf("encode payload: %w", err)
 	}
 
-
 	var p pipes
 	defer p.closeAll()
 	if err := p.open(job.Stdin != nil); err != nil {
@@ -232,6 +239,10 @@ func (s *supervisor) run(ctx context.Context) error {
 
 	exit, runErr := s.watch(ctx, cmd, msgs)
 	waitErr := <-exited
+	// The init, the control pipe's only reader, is gone: the writer has
+	// finished, or failed with EPIPE.
+	<-s.inputsDone
+	s.res.Inputs = s.inputs
 	s.tl.mark("sbx: init reaped")
 	wg.Wait()
 	s.tl.mark("sbx: output drained")
@@ -431,17 +442,24 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 // writeControl sends the Spec, the Payload and the input files' bytes. The
 // control pipe stays open afterwards: its EOF tells the init that the
 // supervisor is gone.
+//
+// Each input is hashed as it crosses: the Result (and the audit log) say
+// exactly what the payload was given.
 func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.File) {
 	s.ctlMu.Lock()
 	defer s.ctlMu.Unlock()
+	defer close(s.inputsDone)
 	w := bufio.NewWriterSize(s.ctlW, 64<<10)
 	w.Write(specLine)
 	w.Write(payloadLine)
 	for i, f := range inputs {
-		if _, err := io.CopyN(w, f, s.job.Payload.Files[i].Size); err != nil {
+		in := s.job.Payload.Files[i]
+		h := sha256.New()
+		if _, err := io.CopyN(io.MultiWriter(w, h), f, in.Size); err != nil {
 			// The init notices the short stream and reports it.
 			return
 		}
+		s.inputs = append(s.inputs, InputEntry{Path: in.Path, Source: in.Source, Size: in.Size, SHA256: hex.EncodeToString(h.Sum(nil))})
 	}
 	w.Flush()
 }
@@ -474,7 +492,9 @@ func readStatus(r io.Reader, out chan<- StatusMsg) {
 func openInputs(files []File) ([]*os.File, error) {
 	var out []*os.File
 	for i := range files {
-		f, err := os.Open(files[i].Source)
+		// O_NOFOLLOW: an input listed as a regular file must not become
+		// a link to something else before it is read.
+		f, err := os.OpenFile(files[i].Source, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 		if err != nil {
 			for _, o := range out {
 				o.Close()

@@ -9,17 +9,22 @@ import (
 
 // DefaultEtcFromRootfs is what the synthetic /etc takes from the rootfs's
 // own /etc: the dynamic linker's cache (without it every exec scans the
-// library path), the CA certificates (Python's ssl module looks in
-// /etc/ssl/certs through /usr/lib/ssl/certs), and two files that Debian's
-// packages keep in /etc but that their code cannot run without: CPython's
-// sitecustomize hook (/usr/lib/python3.X/sitecustomize.py links there) and
-// matplotlib's default rc file (/usr/share/matplotlib/mpl-data/matplotlibrc
-// links there; without it `import matplotlib` fails). Nothing else of the
-// host's /etc enters the sandbox.
+// library path), the alternatives links (Debian resolves libblas.so.3,
+// which numpy loads, through /etc/alternatives), the CA certificates
+// (Python's ssl module looks in /etc/ssl/certs through
+// /usr/lib/ssl/certs), and two files that Debian's packages keep in /etc
+// but that their code cannot run without: CPython's sitecustomize hook
+// (/usr/lib/python3.X/sitecustomize.py links there) and matplotlib's
+// default rc file (/usr/share/matplotlib/mpl-data/matplotlibrc links
+// there; without it `import matplotlib` fails), plus fontconfig's
+// configuration (matplotlib and Pillow find fonts through it). Nothing
+// else of the host's /etc enters the sandbox.
 var DefaultEtcFromRootfs = []string{
 	"ld.so.cache",
+	"alternatives",
 	"ssl/certs",
 	"ssl/openssl.cnf",
+	"fonts",
 	"python3",
 	"python3.11",
 	"python3.12",

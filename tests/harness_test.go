@@ -26,6 +26,8 @@ var (
 	// dataDir is a world-readable copy of testdata/, so that uid 65534
 	// can read the payloads wherever the checkout lives.
 	dataDir string
+	// exampleDir is the same for examples/.
+	exampleDir string
 	// repoDir is the checkout (it must be invisible inside).
 	repoDir string
 )
@@ -63,9 +65,12 @@ func testMain(m *testing.M) int {
 		}
 	}
 	dataDir = filepath.Join(tmp, "testdata")
-	if err := copyTree(filepath.Join(repoDir, "testdata"), dataDir); err != nil {
-		fmt.Fprintln(os.Stderr, "copying testdata:", err)
-		return 2
+	exampleDir = filepath.Join(tmp, "examples")
+	for src, dst := range map[string]string{"testdata": dataDir, "examples": exampleDir} {
+		if err := copyTree(filepath.Join(repoDir, src), dst); err != nil {
+			fmt.Fprintf(os.Stderr, "copying %s: %v\n", src, err)
+			return 2
+		}
 	}
 	return m.Run()
 }

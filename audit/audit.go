@@ -1,0 +1,128 @@
+// Package audit appends one JSON line per run to an audit log: who ran
+// what, under which profile, with which inputs, what it was allowed and
+// what enforced it, what it used, how it ended, and what files it left.
+// A line that cannot be written makes the run fail, so that no run goes
+// unrecorded.
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+// Entry is one line of the log. Output is included only when asked.
+type Entry struct {
+	RunID         string    `json:"run_id"`
+	StartedAt     time.Time `json:"started_at"`
+	FinishedAt    time.Time `json:"finished_at"`
+	InvokingUID   int       `json:"invoking_uid"`
+	Profile       string    `json:"profile"`
+	ProfileSHA256 string    `json:"profile_sha256"`
+	// CodeSHA256 hashes what was run: the script's bytes, the -c code,
+	// or the command line of `-- CMD ARGS`.
+	CodeSHA256 string              `json:"code_sha256"`
+	Argv       []string            `json:"argv"`
+	Inputs     []nsjail.InputEntry `json:"inputs"`
+	Limits     any                 `json:"limits,omitempty"`
+	Usage      nsjail.Usage        `json:"usage"`
+	Status     nsjail.Status       `json:"status"`
+	ExitCode   int                 `json:"exit_code"`
+	Signal     *string             `json:"signal"`
+	Message    string              `json:"message"`
+	Files      []nsjail.FileEntry  `json:"files"`
+	Network    any                 `json:"network,omitempty"`
+	Denials    any                 `json:"seccomp_denials,omitempty"`
+	Stdout     *string             `json:"stdout,omitempty"`
+	Stderr     *string             `json:"stderr,omitempty"`
+	Output     OutputCounts        `json:"output"`
+}
+
+// OutputCounts says how much the payload printed, even when the output
+// itself is not logged.
+type OutputCounts struct {
+	StdoutBytes     int64 `json:"stdout_bytes"`
+	StderrBytes     int64 `json:"stderr_bytes"`
+	StdoutTruncated bool  `json:"stdout_truncated"`
+	StderrTruncated bool  `json:"stderr_truncated"`
+}
+
+// Log is an open audit log.
+type Log struct {
+	f    *os.File
+	path string
+}
+
+// Open opens (creating, mode 0600) the log for appending. It is opened
+// before the run starts, so that a log that cannot be written stops the
+// run before any payload does.
+func Open(path string) (*Log, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--audit-log %s: %w", path, unwrap(err))
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("--audit-log %s: not a regular file", path)
+	}
+	return &Log{f: f, path: path}, nil
+}
+
+func unwrap(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// Write appends e as one line with a single write(2) under an exclusive
+// flock (concurrent sbx runs may share a log), then fsyncs it.
+func (l *Log) Write(e *Entry) error {
+	line, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("audit log %s: encode: %w", l.path, err)
+	}
+	line = append(line, '\n')
+	if err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("audit log %s: flock: %w", l.path, err)
+	}
+	defer unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	if _, err := l.f.Write(line); err != nil {
+		return fmt.Errorf("audit log %s: write: %w", l.path, unwrap(err))
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("audit log %s: fsync: %w", l.path, unwrap(err))
+	}
+	return nil
+}
+
+// Close closes the log.
+func (l *Log) Close() error { return l.f.Close() }
+
+// FromResult fills an entry from a run's Result; withOutput adds stdout
+// and stderr.
+func FromResult(res *nsjail.Result, withOutput bool) *Entry {
+	e := &Entry{
+		RunID: res.ID, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, InvokingUID: os.Getuid(),
+		Profile: res.Profile, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
+		ExitCode: res.ExitCode, Signal: res.Signal, Message: res.Message, Files: res.Files,
+	}
+	if e.Inputs == nil {
+		e.Inputs = []nsjail.InputEntry{}
+	}
+	if e.Files == nil {
+		e.Files = []nsjail.FileEntry{}
+	}
+	if withOutput {
+		e.Stdout, e.Stderr = &res.Stdout, &res.Stderr
+	}
+	e.Output = OutputCounts{StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
+	return e
+}
