@@ -63,6 +63,7 @@ func (in *initProc) run() int {
 	unix.CloseOnExec(controlFD)
 	unix.CloseOnExec(statusFD)
 	unix.CloseOnExec(filesFD)
+	unix.CloseOnExec(proxyFD) // EBADF without a proxy; harmless
 	unix.Umask(0o022)
 	// Bringing lo up needs nothing from the Spec: it runs beside the
 	// mounts, on another thread of the same network namespace.
@@ -81,6 +82,7 @@ func (in *initProc) run() int {
 		{"chdir workdir", func() error { return unix.Chdir(in.spec.Workdir) }},
 		{"sethostname", func() error { return setHostname(in.spec.Hostname) }},
 		{"lo up", func() error { return <-loUp }},
+		{"proxy listener", in.handOverProxyListener},
 		{"setrlimit", func() error { return setRlimits(in.spec.Rlimits) }},
 	}
 	if err := in.runSteps(steps); err != nil {
@@ -146,6 +148,21 @@ func (in *initProc) send(m StatusMsg) {
 	if err == nil {
 		in.status.Write(b)
 	}
+}
+
+// handOverProxyListener opens the proxy's socket in the sandbox's network
+// namespace and passes it to the supervisor, which accepts on it.
+func (in *initProc) handOverProxyListener() error {
+	if !in.spec.Proxy {
+		return nil
+	}
+	defer unix.Close(proxyFD)
+	fd, err := listenProxy()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return sendFD(proxyFD, fd)
 }
 
 func (in *initProc) takeMarks() []Mark {

@@ -37,6 +37,9 @@ type Job struct {
 	// OutputDir, when set, receives the files the run created or
 	// changed in the workspace (Spec.Outputs bounds them).
 	OutputDir string
+	// Proxy, when set, serves the sandbox's only way out: connections to
+	// ProxyAddr inside. Run closes it before returning.
+	Proxy ProxyServer
 	// Signals received by sbx are forwarded to the payload.
 	Signals <-chan os.Signal
 	// Timings, when set, gets a per-step timeline of the run (the
@@ -171,6 +174,11 @@ func (s *supervisor) run(ctx context.Context) error {
 		sink = od
 	}
 	job.Spec.Outputs.Send = sink != nil
+	if job.Proxy != nil {
+		defer job.Proxy.Close()
+		job.Spec.Proxy = true
+		job.Spec.Env = withProxyEnv(job.Spec.Env)
+	}
 	job.Spec.Timings = s.tl.on
 	specLine, err := encodeLine(&job.Spec)
 	if err != nil {
@@ -183,7 +191,7 @@ func (s *supervisor) run(ctx context.Context) error {
 
 	var p pipes
 	defer p.closeAll()
-	if err := p.open(job.Stdin != nil); err != nil {
+	if err := p.open(job.Stdin != nil, job.Proxy != nil); err != nil {
 		return err
 	}
 	s.stdout = newCapture(job.OutputLimit, job.Stdout)
@@ -234,6 +242,9 @@ func (s *supervisor) run(ctx context.Context) error {
 		p.inW = nil
 	}
 
+	if job.Proxy != nil {
+		go s.serveProxy(p.proxyR)
+	}
 	msgs := make(chan StatusMsg, 4)
 	go readStatus(p.stR, msgs)
 
@@ -406,6 +417,37 @@ func describeWait(cmd *exec.Cmd, err error) string {
 	return fmt.Sprint(err)
 }
 
+// serveProxy takes the listening socket from the init and serves it until
+// the run ends (Job.Proxy.Close, deferred in run, stops it).
+func (s *supervisor) serveProxy(sock *os.File) {
+	l, err := recvListener(sock)
+	if err != nil {
+		return // the init failed its step and says so on the status pipe
+	}
+	s.job.Proxy.Serve(l)
+	l.Close()
+}
+
+// withProxyEnv points HTTP clients at the proxy, unless the profile or a
+// flag already set a variable; local addresses stay direct.
+func withProxyEnv(env []string) []string {
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	url := "http://" + ProxyAddr
+	for _, kv := range [][2]string{
+		{"HTTP_PROXY", url}, {"HTTPS_PROXY", url}, {"ALL_PROXY", url}, {"NO_PROXY", "localhost,127.0.0.1,::1"},
+		{"http_proxy", url}, {"https_proxy", url}, {"all_proxy", url}, {"no_proxy", "localhost,127.0.0.1,::1"},
+	} {
+		if !set[kv[0]] {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	return env
+}
+
 func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 	spec := &s.job.Spec
 	uid, gid := hostIDs(spec.ID)
@@ -427,6 +469,10 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		attr.GidMappingsEnableSetgroups = true
 		attr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
+	extra := []*os.File{p.ctlR, p.stW, p.filesW}
+	if p.proxyW != nil {
+		extra = append(extra, p.proxyW)
+	}
 	return &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"sbx", initArg},
@@ -434,7 +480,7 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		Stdin:       p.inR,
 		Stdout:      p.outW,
 		Stderr:      p.errW,
-		ExtraFiles:  []*os.File{p.ctlR, p.stW, p.filesW},
+		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
 }
@@ -537,10 +583,19 @@ type pipes struct {
 	ctlR, ctlW     *os.File
 	stR, stW       *os.File
 	filesR, filesW *os.File
+	// proxyR, proxyW are a unix socket pair, only with a proxy.
+	proxyR, proxyW *os.File
 }
 
-func (p *pipes) open(withStdin bool) error {
+func (p *pipes) open(withStdin, withProxy bool) error {
 	var err error
+	if withProxy {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("socketpair for the proxy: %w", err)
+		}
+		p.proxyR, p.proxyW = os.NewFile(uintptr(fds[0]), "proxy"), os.NewFile(uintptr(fds[1]), "proxy")
+	}
 	if withStdin {
 		if p.inR, p.inW, err = os.Pipe(); err != nil {
 			return fmt.Errorf("pipe for stdin: %w", err)
@@ -562,7 +617,7 @@ func (p *pipes) open(withStdin bool) error {
 // closeChildEnds closes the supervisor's copies of the init's ends, so
 // that EOF on a pipe means every process in the sandbox is done with it.
 func (p *pipes) closeChildEnds() {
-	for _, f := range []**os.File{&p.inR, &p.outW, &p.errW, &p.ctlR, &p.stW, &p.filesW} {
+	for _, f := range []**os.File{&p.inR, &p.outW, &p.errW, &p.ctlR, &p.stW, &p.filesW, &p.proxyW} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -572,7 +627,7 @@ func (p *pipes) closeChildEnds() {
 
 func (p *pipes) closeAll() {
 	p.closeChildEnds()
-	for _, f := range []**os.File{&p.inW, &p.outR, &p.errR, &p.ctlW, &p.stR, &p.filesR} {
+	for _, f := range []**os.File{&p.inW, &p.outR, &p.errR, &p.ctlW, &p.stR, &p.filesR, &p.proxyR} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil

@@ -35,6 +35,9 @@ type Spec struct {
 	Rlimits []Rlimit `json:"rlimits"`
 	// Outputs bounds the report of the workspace after the run.
 	Outputs OutputSpec `json:"outputs"`
+	// Proxy asks the init for a listening socket on ProxyAddr, handed to
+	// the supervisor (Job.Proxy serves it).
+	Proxy bool `json:"proxy,omitempty"`
 	// Timings asks the init to report when each setup step ended.
 	Timings bool `json:"timings,omitempty"`
 }

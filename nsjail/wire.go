@@ -14,6 +14,7 @@ const (
 	controlFD = 3 // supervisor -> init: Spec, Payload, file bytes, then Control lines
 	statusFD  = 4 // init -> supervisor: Status lines
 	filesFD   = 5 // init -> supervisor: the workspace report (files.go)
+	proxyFD   = 6 // unix socket: the proxy's listening socket goes to the supervisor
 )
 
 // initArg is argv[1] of the re-executed binary that makes it the init.
