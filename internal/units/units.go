@@ -1,10 +1,14 @@
 // Package units parses and prints the human units of profiles and flags:
 // sizes such as 256M or 1.5G (powers of 1024) and durations such as
 // 500ms, 1.5s or 2m.
+//
+// Parse errors say what is wrong without repeating the input, so that the
+// caller can name the key or flag and the value once:
+// `--memory "12Q": not a size (...)`.
 package units
 
 import (
-	"fmt"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -22,12 +26,20 @@ var sizeSuffixes = []struct {
 	{"B", 1}, {"b", 1},
 }
 
+// The reasons a value is refused; callers wrap them with the key or flag.
+var (
+	ErrNotSize     = errors.New(`not a size (want a byte count, or a number with a unit K, M, G or T, powers of 1024: "256M", "1.5G")`)
+	ErrNotDuration = errors.New(`not a duration (want "500ms", "1.5s", "2m", or a number of seconds)`)
+	ErrNegative    = errors.New("must not be negative")
+	ErrTooLarge    = errors.New("too large")
+)
+
 // ParseSize reads "256M", "1.5G", "64KiB" or a plain byte count. Suffixes
 // are binary (K = 1024), as for memory limits everywhere in Linux.
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	if t == "" {
-		return 0, fmt.Errorf("size %q: empty", s)
+		return 0, ErrNotSize
 	}
 	mult := 1.0
 	for _, sf := range sizeSuffixes {
@@ -38,14 +50,14 @@ func ParseSize(s string) (int64, error) {
 	}
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("size %q: want a number with an optional unit (K, M, G, T), e.g. 256M", s)
+		return 0, ErrNotSize
 	}
 	if v < 0 {
-		return 0, fmt.Errorf("size %q: must not be negative", s)
+		return 0, ErrNegative
 	}
 	b := v * mult
 	if b >= math.MaxInt64 {
-		return 0, fmt.Errorf("size %q: too large", s)
+		return 0, ErrTooLarge
 	}
 	return int64(math.Round(b)), nil
 }
@@ -60,7 +72,9 @@ func FormatSize(n int64) string {
 		if n >= u.m && n%u.m == 0 {
 			return strconv.FormatInt(n/u.m, 10) + u.s
 		}
-		if n >= u.m && (n*10)%u.m == 0 {
+		// n*10 would overflow for n near MaxInt64; such a size is not
+		// "one decimal exact" in any unit anyway.
+		if n >= u.m && n <= math.MaxInt64/10 && (n*10)%u.m == 0 {
 			return strconv.FormatFloat(float64(n)/float64(u.m), 'f', 1, 64) + u.s
 		}
 	}
@@ -72,29 +86,62 @@ func FormatSize(n int64) string {
 func ParseDuration(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	if v, err := strconv.ParseFloat(t, 64); err == nil {
-		if v < 0 || math.IsNaN(v) || v > math.MaxInt64/float64(time.Second) {
-			return 0, fmt.Errorf("duration %q: out of range", s)
-		}
-		return time.Duration(v * float64(time.Second)), nil
+		return Seconds(v)
 	}
 	d, err := time.ParseDuration(t)
 	if err != nil {
-		return 0, fmt.Errorf("duration %q: want e.g. 500ms, 1.5s, 2m", s)
+		// time.ParseDuration says "invalid duration" for overflow too; a
+		// duration past 292 years is not worth its own message.
+		return 0, ErrNotDuration
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("duration %q: must not be negative", s)
+		return 0, ErrNegative
 	}
 	return d, nil
 }
 
-// Size is a byte count that reads and writes as a human size in TOML and
-// JSON ("256M"); a bare integer is bytes.
+// Seconds turns a number of seconds (a TOML integer or float, or a bare
+// number on the command line) into a Duration.
+func Seconds(v float64) (time.Duration, error) {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, ErrNotDuration
+	case v < 0:
+		return 0, ErrNegative
+	case v >= math.MaxInt64/float64(time.Second):
+		return 0, ErrTooLarge
+	}
+	return time.Duration(math.Round(v * float64(time.Second))), nil
+}
+
+// FormatDuration prints d the way a person would write it in a profile:
+// whole seconds as "120s" (never "2m0s", and never minutes, which read
+// like milliseconds to some), below a second as "500ms", otherwise as a
+// decimal number of seconds ("1.5s") when that is exact.
+func FormatDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d < time.Second && d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	case d%time.Millisecond == 0:
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+	}
+	return d.String()
+}
+
+// Size is a byte count that reads and writes as a human size ("256M").
 type Size int64
 
 func (s *Size) UnmarshalText(b []byte) error {
 	v, err := ParseSize(string(b))
+	if err != nil {
+		return err
+	}
 	*s = Size(v)
-	return err
+	return nil
 }
 
 func (s Size) MarshalText() ([]byte, error) { return []byte(FormatSize(int64(s))), nil }
@@ -106,9 +153,12 @@ type Duration time.Duration
 
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
 	*d = Duration(v)
-	return err
+	return nil
 }
 
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-func (d Duration) String() string               { return time.Duration(d).String() }
+func (d Duration) String() string               { return FormatDuration(time.Duration(d)) }

@@ -1,6 +1,8 @@
 package units
 
 import (
+	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -9,6 +11,7 @@ func TestParseSize(t *testing.T) {
 	good := map[string]int64{
 		"0": 0, "512": 512, "1K": 1024, "1k": 1024, "256M": 256 << 20, "1.5G": 3 << 29,
 		"64KiB": 64 << 10, "2MB": 2 << 20, "1T": 1 << 40, " 3M ": 3 << 20, "10B": 10,
+		"0.5K": 512, "1 G": 1 << 30,
 	}
 	for in, want := range good {
 		got, err := ParseSize(in)
@@ -16,15 +19,24 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "M", "-1M", "1X", "abc", "1e400", "NaN"} {
-		if _, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) accepted", in)
+	bad := map[string]error{
+		"": ErrNotSize, "M": ErrNotSize, "1X": ErrNotSize, "abc": ErrNotSize, "12Q": ErrNotSize,
+		"1e400": ErrNotSize, "NaN": ErrNotSize, "Inf": ErrNotSize,
+		"-1M": ErrNegative, "-1": ErrNegative,
+		"9000000T": ErrTooLarge,
+	}
+	for in, want := range bad {
+		if _, err := ParseSize(in); !errors.Is(err, want) {
+			t.Errorf("ParseSize(%q) error = %v, want %v", in, err, want)
 		}
 	}
 }
 
 func TestFormatSize(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 100: "100", 1024: "1K", 256 << 20: "256M", 3 << 29: "1.5G", 1025: "1025"} {
+	for n, want := range map[int64]string{
+		0: "0", 100: "100", 1024: "1K", 256 << 20: "256M", 3 << 29: "1.5G", 1025: "1025",
+		1 << 40: "1T", 1536: "1.5K",
+	} {
 		if got := FormatSize(n); got != want {
 			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
 		}
@@ -34,17 +46,79 @@ func TestFormatSize(t *testing.T) {
 	}
 }
 
+// FormatSize must not overflow on huge values (n*10 would).
+func TestFormatSizeHuge(t *testing.T) {
+	if got := FormatSize(math.MaxInt64); got != "9223372036854775807" {
+		t.Errorf("FormatSize(MaxInt64) = %q", got)
+	}
+}
+
 func TestParseDuration(t *testing.T) {
-	good := map[string]time.Duration{"1.5s": 1500 * time.Millisecond, "500ms": 500 * time.Millisecond, "2m": 2 * time.Minute, "10": 10 * time.Second, "0.5": 500 * time.Millisecond}
+	good := map[string]time.Duration{
+		"1.5s": 1500 * time.Millisecond, "500ms": 500 * time.Millisecond, "2m": 2 * time.Minute,
+		"10": 10 * time.Second, "0.5": 500 * time.Millisecond, "1h30m": 90 * time.Minute, " 3s ": 3 * time.Second,
+	}
 	for in, want := range good {
 		got, err := ParseDuration(in)
 		if err != nil || got != want {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "soon", "-1s", "-3", "1x"} {
-		if _, err := ParseDuration(in); err == nil {
-			t.Errorf("ParseDuration(%q) accepted", in)
+	bad := map[string]error{
+		"": ErrNotDuration, "soon": ErrNotDuration, "1x": ErrNotDuration, "NaN": ErrNotDuration,
+		"-1s": ErrNegative, "-3": ErrNegative,
+		"1e300": ErrTooLarge,
+	}
+	for in, want := range bad {
+		if _, err := ParseDuration(in); !errors.Is(err, want) {
+			t.Errorf("ParseDuration(%q) error = %v, want %v", in, err, want)
 		}
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 10 * time.Second: "10s", 120 * time.Second: "120s", 500 * time.Millisecond: "500ms",
+		1500 * time.Millisecond: "1.5s", 90 * time.Minute: "5400s", 1500 * time.Microsecond: "1.5ms",
+		2*time.Second + 5*time.Millisecond: "2.005s",
+	} {
+		got := FormatDuration(d)
+		if got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := ParseDuration(got); err != nil || back != d {
+			t.Errorf("round trip of %v gave %v, %v", d, back, err)
+		}
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	if d, err := Seconds(1.5); err != nil || d != 1500*time.Millisecond {
+		t.Errorf("Seconds(1.5) = %v, %v", d, err)
+	}
+	for v, want := range map[float64]error{-1: ErrNegative, math.Inf(1): ErrNotDuration, 1e12: ErrTooLarge} {
+		if _, err := Seconds(v); !errors.Is(err, want) {
+			t.Errorf("Seconds(%v) error = %v, want %v", v, err, want)
+		}
+	}
+}
+
+func TestTextRoundTrip(t *testing.T) {
+	var s Size
+	if err := s.UnmarshalText([]byte("1.5G")); err != nil || s != 3<<29 {
+		t.Fatalf("Size.UnmarshalText = %v, %v", s, err)
+	}
+	if b, _ := s.MarshalText(); string(b) != "1.5G" {
+		t.Errorf("Size.MarshalText = %q", b)
+	}
+	if err := s.UnmarshalText([]byte("12Q")); err == nil || s != 3<<29 {
+		t.Errorf("a bad size was accepted or clobbered the value: %v, %v", s, err)
+	}
+	var d Duration
+	if err := d.UnmarshalText([]byte("2m")); err != nil || time.Duration(d) != 2*time.Minute {
+		t.Fatalf("Duration.UnmarshalText = %v, %v", d, err)
+	}
+	if b, _ := d.MarshalText(); string(b) != "120s" {
+		t.Errorf("Duration.MarshalText = %q", b)
 	}
 }

@@ -1,0 +1,165 @@
+// Package profiles holds the built-in profiles (TOML files embedded in the
+// binary), reads users' profile files, merges a profile with what it
+// extends and with flags — remembering where every value came from — checks
+// every value, and turns the result into the Spec of one sandbox.
+//
+// The schema below is the single source of truth: docs/profiles.md is
+// generated from these types, their toml tags and their doc comments
+// (go generate ./profiles), and a test fails when the two drift apart.
+package profiles
+
+//go:generate go test -run ^TestDocsInSync$ -update .
+
+import (
+	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/units"
+)
+
+// DefaultName is the profile used when none is given.
+const DefaultName = "standard"
+
+// Profile is what a run may do.
+type Profile struct {
+	// Name is the built-in name or the file's base name without .toml; it
+	// is what the Result reports as "profile".
+	Name string `toml:"-"`
+	// Description says in one line who the profile is for.
+	Description string `toml:"description"`
+	// Extends names the profile this one starts from: a built-in name
+	// ("strict"), or a file path relative to this file ("base.toml").
+	// Empty means the built-in defaults.
+	Extends string `toml:"extends"`
+	// Require lists the layers a run must have, or it fails with exit 125
+	// before the payload starts: "cgroup", "seccomp", "netns", "userns".
+	Require    []string   `toml:"require"`
+	Limits     Limits     `toml:"limits"`
+	Filesystem Filesystem `toml:"filesystem"`
+	Network    Network    `toml:"network"`
+	Seccomp    Seccomp    `toml:"seccomp"`
+	Sandbox    Sandbox    `toml:"sandbox"`
+	// Env is added to the payload's environment (over sbx's base PATH,
+	// HOME, LANG, TMPDIR, ...); nothing comes from the host. --env flags
+	// win over it.
+	Env map[string]string `toml:"env"`
+
+	// origins says who set each key that is not at its default; see
+	// Origin. Keys of Env are "env.NAME".
+	origins map[string]Origin
+	// chain is the profiles that were read, the profile itself first and
+	// then what it extends, for `sbx profile show`.
+	chain []string
+}
+
+// Limits are enforced by the mechanism the Result names (cgroup, rlimit,
+// tmpfs size, or sbx's own watchdog).
+type Limits struct {
+	// Memory is the memory limit of the whole sandbox, without swap
+	// (cgroup memory.max). Files in the workspace and /tmp are in memory
+	// too and count against it.
+	Memory units.Size `toml:"memory"`
+	// Pids is the most processes and threads the sandbox may hold at once.
+	Pids int64 `toml:"pids"`
+	// CPUs is the CPU bandwidth quota, in CPUs: 0.5 is half of one CPU,
+	// 2 is two CPUs' worth of time per period.
+	CPUs float64 `toml:"cpus"`
+	// CPUTime is the CPU time (user + system) of all the sandbox's
+	// processes together; past it the run ends with status cpu_limit.
+	CPUTime units.Duration `toml:"cpu_time"`
+	// WallTime is the wall-clock limit of the payload; past it the run
+	// ends with status timeout.
+	WallTime units.Duration `toml:"wall_time"`
+	// Output is how many bytes of each of stdout and stderr are kept.
+	Output units.Size `toml:"output"`
+	// OutputPolicy is what happens past output: "truncate" keeps the head
+	// and the tail and lets the program run; "kill" ends the run with
+	// status output_limit.
+	OutputPolicy string `toml:"output_policy"`
+	// WorkspaceSize is the size of the workspace tmpfs (the payload's
+	// working directory and HOME).
+	WorkspaceSize units.Size `toml:"workspace_size"`
+	// WorkspaceInodes is the most files and directories the workspace may
+	// hold.
+	WorkspaceInodes int64 `toml:"workspace_inodes"`
+	// TmpSize is the size of the /tmp tmpfs.
+	TmpSize units.Size `toml:"tmp_size"`
+	// TmpInodes is the most files and directories /tmp may hold.
+	TmpInodes int64 `toml:"tmp_inodes"`
+	// ShmSize is the size of /dev/shm (POSIX shared memory, used by
+	// Python's multiprocessing).
+	ShmSize units.Size `toml:"shm_size"`
+	// Nofile is RLIMIT_NOFILE, the most open files per process.
+	Nofile int64 `toml:"nofile"`
+	// Fsize is RLIMIT_FSIZE, the largest file a process may write.
+	Fsize units.Size `toml:"fsize"`
+}
+
+// Filesystem says what the sandbox sees.
+type Filesystem struct {
+	// Rootfs is an absolute path to a directory tree to use as the
+	// read-only "/"; empty means the host's /usr with the /bin, /lib*,
+	// /sbin beside it.
+	Rootfs string `toml:"rootfs"`
+	// Workspace is where the workspace tmpfs is mounted: the payload's
+	// working directory and HOME, and where input files are put.
+	Workspace string `toml:"workspace"`
+	// ROBinds lists host paths (absolute) bound read-only at the same
+	// path inside, e.g. a directory of models or data sets.
+	ROBinds []string `toml:"ro_binds"`
+}
+
+// Network says what the sandbox may reach.
+type Network struct {
+	// Mode is "none" (only a loopback interface: no network at all) or
+	// "allow" (egress through sbx's proxy, to the hosts in Allow only).
+	Mode string `toml:"mode"`
+	// Allow lists the hosts that mode "allow" lets the sandbox reach:
+	// "api.example.com", "*.example.org" (whole labels), "10.0.0.7",
+	// "[2001:db8::1]", each with an optional ":PORT".
+	Allow []string `toml:"allow"`
+}
+
+// Seccomp picks the syscall filter.
+type Seccomp struct {
+	// Policy is "allowlist" (only the syscalls CPython and the common data
+	// stack need), "denylist" (everything but the known escape and attack
+	// surface), or "none" (no filter: a disabled security layer).
+	Policy string `toml:"policy"`
+}
+
+// Sandbox is the identity inside.
+type Sandbox struct {
+	// UID is the user (and group) id the payload runs as inside its user
+	// namespace; it maps to an unprivileged id on the host either way.
+	UID int `toml:"uid"`
+	// Hostname is the sandbox's host name (its own UTS namespace).
+	Hostname string `toml:"hostname"`
+}
+
+// Defaults are the values every profile starts from. They are the values
+// of the standard profile (a test keeps the two equal), so a user's file
+// without "extends" is as safe as standard.
+func Defaults() Profile {
+	return Profile{
+		Limits: Limits{
+			Memory:          1 << 30,
+			Pids:            256,
+			CPUs:            2,
+			CPUTime:         units.Duration(60 * time.Second),
+			WallTime:        units.Duration(120 * time.Second),
+			Output:          10 << 20,
+			OutputPolicy:    "truncate",
+			WorkspaceSize:   512 << 20,
+			WorkspaceInodes: 65536,
+			TmpSize:         256 << 20,
+			TmpInodes:       16384,
+			ShmSize:         64 << 20,
+			Nofile:          1024,
+			Fsize:           512 << 20,
+		},
+		Filesystem: Filesystem{Workspace: "/workspace"},
+		Network:    Network{Mode: "none"},
+		Seccomp:    Seccomp{Policy: "denylist"},
+		Sandbox:    Sandbox{UID: 1000, Hostname: "sbx"},
+	}
+}

@@ -1,0 +1,106 @@
+package profiles
+
+import (
+	"errors"
+	"sort"
+	"strings"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
+	"github.com/sbx-sandbox/sbx/rootfs"
+)
+
+// BaseEnv is the environment every payload starts with; nothing comes
+// from the host.
+func BaseEnv(home string) []string {
+	return []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + home,
+		"LANG=C.UTF-8",
+		"TMPDIR=/tmp",
+		"PYTHONUNBUFFERED=1",
+		"PYTHONDONTWRITEBYTECODE=1",
+		"MPLBACKEND=Agg",
+	}
+}
+
+// errNetworkAllow refuses network.mode "allow" until the allowlist proxy
+// exists: running such a profile with no network at all would quietly
+// not be what it says.
+var errNetworkAllow = errors.New(`network.mode "allow": this sbx has no allowlist proxy yet; use mode "none"`)
+
+// Spec turns the profile into the Spec of one sandbox; extraEnv (KEY=VALUE,
+// from flags) overrides the profile's env, which overrides BaseEnv.
+func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
+	if p.Network.Mode == "allow" {
+		return nsjail.Spec{}, errNetworkAllow
+	}
+	l := p.Limits
+	fs := p.Filesystem
+	uid := p.Sandbox.UID
+	plan, err := rootfs.Plan(rootfs.Options{
+		Rootfs:          fs.Rootfs,
+		Workspace:       fs.Workspace,
+		WorkspaceSize:   int64(l.WorkspaceSize),
+		WorkspaceInodes: l.WorkspaceInodes,
+		TmpSize:         int64(l.TmpSize),
+		TmpInodes:       l.TmpInodes,
+		ShmSize:         int64(l.ShmSize),
+		EtcFromRootfs:   rootfs.DefaultEtcFromRootfs,
+		ROBinds:         fs.ROBinds,
+		Identity:        rootfs.Identity{UID: uid, GID: uid, Hostname: p.Sandbox.Hostname, Home: fs.Workspace},
+	})
+	if err != nil {
+		return nsjail.Spec{}, err
+	}
+	env := mergeEnv(BaseEnv(fs.Workspace), p.Env, extraEnv)
+	return nsjail.Spec{
+		Version:  nsjail.SpecVersion,
+		ID:       id,
+		Profile:  p.Name,
+		Hostname: p.Sandbox.Hostname,
+		UID:      uid,
+		GID:      uid,
+		Mounts:   plan,
+		Workdir:  fs.Workspace,
+		Env:      env,
+		Rlimits: []nsjail.Rlimit{
+			// No core dumps: one would land in the workspace, or go to a
+			// host helper when core_pattern is a pipe.
+			{Resource: "RLIMIT_CORE", Soft: 0, Hard: 0},
+			{Resource: "RLIMIT_NOFILE", Soft: uint64(l.Nofile), Hard: uint64(l.Nofile)},
+			{Resource: "RLIMIT_FSIZE", Soft: uint64(l.Fsize), Hard: uint64(l.Fsize)},
+		},
+	}, nil
+}
+
+// mergeEnv applies KEY=VALUE layers in order, later ones winning, keeping
+// the first position of each key.
+func mergeEnv(base []string, profile map[string]string, extra []string) []string {
+	idx := map[string]int{}
+	var out []string
+	set := func(k, v string) {
+		if i, ok := idx[k]; ok {
+			out[i] = k + "=" + v
+			return
+		}
+		idx[k] = len(out)
+		out = append(out, k+"="+v)
+	}
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		set(k, v)
+	}
+	keys := make([]string, 0, len(profile))
+	for k := range profile {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		set(k, profile[k])
+	}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		set(k, v)
+	}
+	return out
+}
