@@ -26,6 +26,7 @@ import (
 	"github.com/sbx-sandbox/sbx/audit"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
+	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
 // t0 is when sbx started, for --debug-timings.
@@ -37,7 +38,18 @@ func main() {
 		nsjail.Init()
 	}
 	t0 = nsjail.MonotonicNS()
+	seccompRules = policyRules
 	os.Exit(run(os.Args))
+}
+
+// policyRules is the effective seccomp policy, entry by entry with its
+// reason, for `sbx profile show`.
+func policyRules(name string) ([]string, error) {
+	p, err := seccomp.Builtin(name)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimRight(p.String(), "\n"), "\n"), nil
 }
 
 func run(args []string) int {

@@ -10,7 +10,7 @@ def attempt(what, fn):
 
 print(f"Python {sys.version.split()[0]} as uid {os.getuid()} on host '{socket.gethostname()}', in {os.getcwd()}")
 print(f"  processes visible: {sorted(int(p) for p in os.listdir('/proc') if p.isdigit())}")
-print(f"  network interfaces: {[n for _, n in socket.if_nameindex()]}")
+print(f"  network interfaces: {[l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]]}")
 attempt("write /workspace/result.txt", lambda: open("/workspace/result.txt", "w").write("42"))
 attempt("write /usr/lib/evil", lambda: open("/usr/lib/evil", "w"))
 attempt("read /etc/shadow", lambda: open("/etc/shadow").read())

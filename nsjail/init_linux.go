@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
 // IsInit reports whether this process was re-executed by the supervisor
@@ -49,6 +51,8 @@ type initProc struct {
 	// inputs maps each input's workspace path to the sha256 of what was
 	// written, to tell modified inputs from unchanged ones afterwards.
 	inputs map[string]string
+	// denials counts what the seccomp filter refused; nil without one.
+	denials *denialServer
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -83,6 +87,7 @@ func (in *initProc) run() int {
 		{"sethostname", func() error { return setHostname(in.spec.Hostname) }},
 		{"lo up", func() error { return <-loUp }},
 		{"proxy listener", in.handOverProxyListener},
+		{"user.max_user_namespaces=0", forbidNestedUserNS},
 		{"setrlimit", func() error { return setRlimits(in.spec.Rlimits) }},
 	}
 	if err := in.runSteps(steps); err != nil {
@@ -93,7 +98,9 @@ func (in *initProc) run() int {
 	in.send(StatusMsg{Kind: kindReady, Marks: in.takeMarks()})
 
 	var p Payload
+	var confine Confine
 	steps = []step{
+		{"read confine", func() error { return in.readConfine(&confine) }},
 		{"read payload", func() error { return in.readPayload(&p) }},
 		{"write inputs", func() error { return in.writeInputs(p.Files) }},
 	}
@@ -107,16 +114,22 @@ func (in *initProc) run() int {
 		in.reportFiles()
 		return 0
 	}
+	listener := -1
 	steps = []step{
 		{"close_range CLOEXEC", closeExtraFDs},
 		{"clear ambient caps", clearAmbientCaps},
+		{"lock securebits", lockSecurebits},
 		{"drop bounding set", dropBoundingSet},
 		{"set no_new_privs", setNoNewPrivs},
 		{"clear capabilities", clearCapSets},
+		// Last: from here on this thread runs under the filter, and so
+		// does the payload it forks (seccomp(2): inherited by children).
+		{"load seccomp filter", func() (err error) { listener, err = loadSeccomp(confine.Seccomp); return }},
 	}
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}
+	in.startDenialServer(confine.Seccomp, listener)
 	code := in.supervise(argv0, p.Argv)
 	if code == 0 {
 		in.reportFiles()
@@ -193,6 +206,27 @@ func (in *initProc) applyPlan(fds []int) error {
 			return fmt.Errorf("%s: %w", m, err)
 		}
 		in.tl.mark("  " + m.String())
+	}
+	return nil
+}
+
+// readConfine reads what the init loads last, and checks it against the
+// Spec: a policy named there must come with its filter (fail closed).
+func (in *initProc) readConfine(c *Confine) error {
+	line, err := in.ctl.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("read control pipe: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("decode confine: %w", err)
+	}
+	if want := in.spec.Seccomp != seccomp.None; want != (c.Seccomp != nil) {
+		return fmt.Errorf("seccomp policy %q but filter present: %v", in.spec.Seccomp, c.Seccomp != nil)
+	}
+	if c.Seccomp != nil && c.Seccomp.Policy != in.spec.Seccomp {
+		return fmt.Errorf("seccomp filter for policy %q, want %q", c.Seccomp.Policy, in.spec.Seccomp)
 	}
 	return nil
 }
@@ -378,13 +412,18 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 	}
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
-	in.send(StatusMsg{
+	m := StatusMsg{
 		Kind:       kindExit,
 		WaitStatus: uint32(payloadStatus),
 		UserUS:     ru.Utime.Sec*1e6 + ru.Utime.Usec,
 		SystemUS:   ru.Stime.Sec*1e6 + ru.Stime.Usec,
 		MaxRSSKB:   ru.Maxrss,
-	})
+	}
+	if in.denials != nil {
+		m.Denials, m.DenialsKnown = in.denials.stop()
+		m.Filtered = true
+	}
+	in.send(m)
 	return 0
 }
 

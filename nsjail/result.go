@@ -58,8 +58,17 @@ type Result struct {
 	// deleted (never empty-null: [] when none).
 	Files          []FileEntry `json:"files"`
 	FilesTruncated bool        `json:"files_truncated"`
+	// SeccompDenials are the syscalls the filter refused, most frequent
+	// first; null when there was no filter or the kernel could not tell.
+	SeccompDenials []Denial `json:"seccomp_denials"`
 	// Warnings are things that went wrong without failing the run.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Denial counts the refusals of one syscall.
+type Denial struct {
+	Syscall string `json:"syscall"`
+	Count   int    `json:"count"`
 }
 
 // InputEntry is one file streamed into the workspace.

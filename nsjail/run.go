@@ -12,12 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
 // Job is one run: the sandbox, what runs in it, and where its stdio goes.
@@ -124,6 +127,27 @@ type supervisor struct {
 	// inputs are filled by writeControl, which closes inputsDone.
 	inputs     []InputEntry
 	inputsDone chan struct{}
+	// filter is the compiled seccomp filter, compiled while the init
+	// sets up; confineErr is set when that failed.
+	filter     chan compiled
+	confineErr error
+}
+
+type compiled struct {
+	f   *seccomp.Filter
+	err error
+}
+
+// compileFilter compiles the Spec's seccomp policy (milliseconds, cached
+// per process), meant to run beside the init's start-up.
+func compileFilter(name string, out chan<- compiled) {
+	p, err := seccomp.Builtin(name)
+	if err != nil {
+		out <- compiled{nil, err}
+		return
+	}
+	f, err := seccomp.Compile(p)
+	out <- compiled{f, err}
 }
 
 // hostIDs returns the host uid and gid the sandbox user maps onto. An
@@ -180,6 +204,8 @@ func (s *supervisor) run(ctx context.Context) error {
 		job.Spec.Env = withProxyEnv(job.Spec.Env)
 	}
 	job.Spec.Timings = s.tl.on
+	s.filter = make(chan compiled, 1)
+	go compileFilter(job.Spec.Seccomp, s.filter)
 	specLine, err := encodeLine(&job.Spec)
 	if err != nil {
 		return fmt.Errorf("encode spec: %w", err)
@@ -257,6 +283,9 @@ func (s *supervisor) run(ctx context.Context) error {
 	s.tl.mark("sbx: init reaped")
 	wg.Wait()
 	s.tl.mark("sbx: output drained")
+	if s.confineErr != nil {
+		return s.confineErr
+	}
 	if runErr != nil {
 		return runErr
 	}
@@ -384,7 +413,35 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 	}
 	res.classifyWait(unix.WaitStatus(exit.WaitStatus))
 	s.usageFromExit(exit)
+	s.denials(exit)
 	return nil
+}
+
+// denials fills seccomp_denials, and the seccomp status: with the
+// built-in policies the filter kills (SIGSYS) only a syscall through
+// another ABI of the machine.
+func (s *supervisor) denials(exit *StatusMsg) {
+	res := s.res
+	if !exit.Filtered {
+		return
+	}
+	if exit.DenialsKnown {
+		res.SeccompDenials = []Denial{}
+		for nr, n := range exit.Denials {
+			res.SeccompDenials = append(res.SeccompDenials, Denial{Syscall: seccomp.SyscallName(nr), Count: n})
+		}
+		sort.Slice(res.SeccompDenials, func(i, j int) bool {
+			a, b := res.SeccompDenials[i], res.SeccompDenials[j]
+			return a.Count > b.Count || a.Count == b.Count && a.Syscall < b.Syscall
+		})
+	} else {
+		s.warnings = append(s.warnings, "the kernel gave no seccomp listener: denied syscalls were refused but not counted")
+	}
+	ws := unix.WaitStatus(exit.WaitStatus)
+	if ws.Signaled() && ws.Signal() == unix.SIGSYS {
+		res.Status = StatusSeccomp
+		res.Message = "killed by the seccomp filter: a system call through another ABI (32-bit int 0x80 or x32), which the filter never allows"
+	}
 }
 
 func (s *supervisor) usageFromExit(exit *StatusMsg) {
@@ -497,6 +554,21 @@ func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.Fil
 	defer close(s.inputsDone)
 	w := bufio.NewWriterSize(s.ctlW, 64<<10)
 	w.Write(specLine)
+	w.Flush() // the init can start while the filter compiles
+	c := <-s.filter
+	if c.err != nil {
+		s.confineErr = fmt.Errorf("seccomp policy %s: %w", s.job.Spec.Seccomp, c.err)
+		s.ctlW.Close() // the init fails reading the rest, and says so
+		return
+	}
+	s.tl.mark("sbx: seccomp filter compiled")
+	confine, err := encodeLine(&Confine{Seccomp: c.f})
+	if err != nil {
+		s.confineErr = err
+		s.ctlW.Close()
+		return
+	}
+	w.Write(confine)
 	w.Write(payloadLine)
 	for i, f := range inputs {
 		in := s.job.Payload.Files[i]

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/rootfs"
+	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
 // SpecVersion is bumped whenever the Spec's wire form changes; the init
@@ -38,6 +39,10 @@ type Spec struct {
 	// Proxy asks the init for a listening socket on ProxyAddr, handed to
 	// the supervisor (Job.Proxy serves it).
 	Proxy bool `json:"proxy,omitempty"`
+	// Seccomp names the syscall policy; "none" for no filter. The
+	// compiled filter follows on the control pipe (Confine), since
+	// compiling takes milliseconds that the init's set-up can hide.
+	Seccomp string `json:"seccomp"`
 	// Timings asks the init to report when each setup step ended.
 	Timings bool `json:"timings,omitempty"`
 }
@@ -47,6 +52,12 @@ type Rlimit struct {
 	Resource string `json:"resource"`
 	Soft     uint64 `json:"soft"`
 	Hard     uint64 `json:"hard"`
+}
+
+// Confine is the second message on the control pipe: what the init loads
+// just before the payload starts.
+type Confine struct {
+	Seccomp *seccomp.Filter `json:"seccomp"`
 }
 
 // Payload is what runs in a sandbox once it is set up. It crosses the
@@ -72,7 +83,7 @@ type File struct {
 
 // Validate lists every problem with the Spec, one error per check.
 func (s *Spec) Validate() error {
-	return errors.Join(checkVersion(s), checkIdentity(s), checkWorkdir(s), checkEnv(s.Env), checkRlimits(s.Rlimits), checkOutputs(s.Outputs))
+	return errors.Join(checkVersion(s), checkSeccomp(s), checkIdentity(s), checkWorkdir(s), checkEnv(s.Env), checkRlimits(s.Rlimits), checkOutputs(s.Outputs))
 }
 
 func checkOutputs(o OutputSpec) error {
@@ -80,6 +91,15 @@ func checkOutputs(o OutputSpec) error {
 		return fmt.Errorf("output caps: files %d, bytes %d, file bytes %d, depth %d: want positive counts", o.MaxFiles, o.MaxBytes, o.MaxFileBytes, o.MaxDepth)
 	}
 	return nil
+}
+
+func checkSeccomp(s *Spec) error {
+	for _, n := range seccomp.Names() {
+		if s.Seccomp == n {
+			return nil
+		}
+	}
+	return fmt.Errorf("seccomp policy %q: want one of %s", s.Seccomp, strings.Join(seccomp.Names(), ", "))
 }
 
 func checkVersion(s *Spec) error {

@@ -14,6 +14,7 @@ func validSpec() Spec {
 		Workdir: "/workspace", Env: []string{"A=1"},
 		Rlimits: []Rlimit{{Resource: "RLIMIT_CORE"}},
 		Outputs: DefaultOutputSpec(),
+		Seccomp: "denylist",
 	}
 }
 
@@ -31,6 +32,7 @@ func TestSpecValidate(t *testing.T) {
 		{"workdir without tmpfs", func(s *Spec) { s.Workdir = "/other" }, "no tmpfs"},
 		{"env", func(s *Spec) { s.Env = []string{"NOEQUALS"} }, "KEY=VALUE"},
 		{"rlimit", func(s *Spec) { s.Rlimits = []Rlimit{{Resource: "RLIMIT_BOGUS"}} }, "unknown resource"},
+		{"seccomp policy", func(s *Spec) { s.Seccomp = "mine" }, "seccomp policy \"mine\""},
 		{"output caps", func(s *Spec) { s.Outputs.MaxFiles = 0 }, "output caps"},
 		{"rlimit order", func(s *Spec) { s.Rlimits = []Rlimit{{Resource: "RLIMIT_NOFILE", Soft: 2, Hard: 1}} }, "above hard"},
 	}

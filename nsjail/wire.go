@@ -56,6 +56,11 @@ type StatusMsg struct {
 	MaxRSSKB int64 `json:"maxrss_kb,omitempty"`
 	// Marks are the init's step timings (Spec.Timings).
 	Marks []Mark `json:"marks,omitempty"`
+	// Filtered says a seccomp filter was loaded; Denials counts what it
+	// refused by syscall number, when DenialsKnown.
+	Filtered     bool        `json:"filtered,omitempty"`
+	Denials      map[int]int `json:"denials,omitempty"`
+	DenialsKnown bool        `json:"denials_known,omitempty"`
 }
 
 // StepError is a failed setup step inside the sandbox, as the host sees

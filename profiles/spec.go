@@ -63,6 +63,7 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 		Mounts:   plan,
 		Workdir:  fs.Workspace,
 		Env:      env,
+		Seccomp:  p.Seccomp.Policy,
 		Rlimits: []nsjail.Rlimit{
 			// No core dumps: one would land in the workspace, or go to a
 			// host helper when core_pattern is a pipe.

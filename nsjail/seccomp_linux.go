@@ -1,0 +1,125 @@
+package nsjail
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/seccomp"
+)
+
+// loadSeccomp installs the filter on the init's locked thread, the one the
+// payload is forked from. It returns the user-notification listener, or
+// -1 when the filter reports nothing (no filter, or a kernel that gave no
+// listener: seccomp.Load then installs the same denials unreported).
+//
+// Only this thread is filtered, not the whole init (no TSYNC): the
+// payload inherits the filter at fork, and every thread it ever makes
+// inherits it from there; the init's other threads serve the
+// notifications and must not wait on them.
+func loadSeccomp(f *seccomp.Filter) (int, error) {
+	if f == nil {
+		return -1, nil
+	}
+	return seccomp.Load(f)
+}
+
+// denialServer answers and counts the payload's denied syscalls.
+type denialServer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	counts map[int]int
+	// reported is false when denials happen unseen (a filter without a
+	// listener).
+	reported bool
+}
+
+func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
+	if f == nil {
+		return
+	}
+	d := &denialServer{done: make(chan struct{}), counts: map[int]int{}, reported: listener >= 0}
+	in.denials = d
+	if listener < 0 {
+		close(d.done)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	go func() {
+		defer close(d.done)
+		// Closing the listener on the way out makes any later denied
+		// call fail at once (ENOSYS) instead of waiting for an answer.
+		defer unix.Close(listener)
+		err := seccomp.Serve(ctx, listener, f.ErrnoFor, func(nr int) {
+			d.mu.Lock()
+			d.counts[nr]++
+			d.mu.Unlock()
+		})
+		if err != nil {
+			in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("seccomp notifications: %v; denials after this are not counted", err)})
+			d.mu.Lock()
+			d.reported = false
+			d.mu.Unlock()
+		}
+	}()
+}
+
+// stop ends the server once every process of the payload is gone and
+// returns the counts by syscall number (nil when they are unknown).
+func (d *denialServer) stop() (map[int]int, bool) {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	<-d.done
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.reported {
+		return nil, false
+	}
+	return d.counts, true
+}
+
+// lockSecurebits makes root special nowhere and locks it so: no
+// capabilities from uid 0 at execve (NOROOT), none kept or dropped on
+// setuid transitions (NO_SETUID_FIXUP), KEEP_CAPS off, no ambient raise;
+// each with its lock, so the payload cannot undo any of it
+// (capabilities(7), "The securebits flags"). Needs CAP_SETPCAP, so it
+// comes before the capability sets are emptied.
+func lockSecurebits() error {
+	// include/uapi/linux/securebits.h (x/sys/unix does not carry them).
+	const (
+		noroot                  = 1 << 0
+		norootLocked            = 1 << 1
+		noSetuidFixup           = 1 << 2
+		noSetuidFixupLocked     = 1 << 3
+		keepCapsLocked          = 1 << 5
+		noCapAmbientRaise       = 1 << 6
+		noCapAmbientRaiseLocked = 1 << 7
+	)
+	bits := noroot | norootLocked | noSetuidFixup | noSetuidFixupLocked | keepCapsLocked | noCapAmbientRaise | noCapAmbientRaiseLocked
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_SECUREBITS %#x: %w", bits, err)
+	}
+	return nil
+}
+
+// forbidNestedUserNS sets the sandbox's own user.max_user_namespaces to 0:
+// the kernel then refuses any user namespace below it, whatever the
+// seccomp policy (user_namespaces(7); bubblewrap's --disable-userns does
+// the same). The limit belongs to the sandbox's user namespace, whose
+// root may set it with CAP_SYS_RESOURCE there (kernel/ucount.c).
+func forbidNestedUserNS() error {
+	fd, err := unix.Open("/proc/sys/user/max_user_namespaces", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /proc/sys/user/max_user_namespaces: %w", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte("0\n")); err != nil {
+		return fmt.Errorf("write 0 to /proc/sys/user/max_user_namespaces: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+//go:build integration
+
+package tests
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+// probeAllowed are the probe's control calls, which every policy allows.
+var probeAllowed = map[string]bool{"getpid": true, "personality:query": true, "socket:AF_INET": true, "socket:AF_UNIX": true}
+
+func TestSeccompDeniesTheAttackSurface(t *testing.T) {
+	for _, profile := range []string{"standard", "strict"} {
+		t.Run(profile, func(t *testing.T) {
+			forEach(t, func(t *testing.T, r runner) {
+				var got map[string]string
+				res := r.okResult(t, &got, "--profile", profile, data("seccomp_probe.py"))
+				if len(got) < 60 {
+					t.Fatalf("probe tried %d calls, want the whole list", len(got))
+				}
+				for call, result := range got {
+					want := "EPERM"
+					switch {
+					case probeAllowed[call]:
+						want = "ok"
+					case call == "clone3":
+						want = "ENOSYS"
+					case call == "int0x80" || strings.HasPrefix(call, "x32:"):
+						want = "killed:SIGSYS"
+					}
+					if result != want {
+						t.Errorf("%s: %s, want %s", call, result, want)
+					}
+				}
+				denied := map[string]int{}
+				for _, d := range res.SeccompDenials {
+					denied[d.Syscall] = d.Count
+				}
+				for _, name := range []string{"ptrace", "mount", "bpf", "io_uring_setup", "keyctl", "unshare", "setns", "init_module", "kexec_load", "ioctl", "socket", "personality", "process_vm_readv"} {
+					if denied[name] < 1 {
+						t.Errorf("seccomp_denials lacks %s: %v", name, res.SeccompDenials)
+					}
+				}
+				if denied["clone3"] != 0 {
+					t.Errorf("clone3's silent ENOSYS was counted: %v", res.SeccompDenials)
+				}
+			})
+		})
+	}
+}
+
+func TestSeccompKillIsReported(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, out := r.result(t, data("int80.py"))
+		if res.Status != nsjail.StatusSeccomp || out.code != nsjail.ExitKilled || res.Signal == nil || *res.Signal != "SIGSYS" {
+			t.Fatalf("int 0x80: status %s signal %v, sbx exit %d (%s); want seccomp, SIGSYS, 137", res.Status, res.Signal, out.code, res.Message)
+		}
+		if !strings.Contains(res.Message, "int 0x80") || res.Stdout != "calling\n" {
+			t.Errorf("message %q stdout %q", res.Message, res.Stdout)
+		}
+	})
+}
+
+func TestPrivilegesStayDropped(t *testing.T) {
+	// Without the seccomp filter too: each layer must hold on its own.
+	for _, profile := range []string{"standard", data("profiles/no-seccomp.toml")} {
+		forEach(t, func(t *testing.T, r runner) {
+			var got map[string]any
+			r.okResult(t, &got, "--profile", profile, data("privs.py"))
+			want := map[string]any{
+				"securebits":          float64(0xef), // NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, their locks, KEEP_CAPS locked off
+				"ambient_raise":       "EPERM",
+				"ptrace_init":         "EPERM",
+				"init_exe":            "EACCES",
+				"init_mem":            "EACCES",
+				"init_environ":        "EACCES",
+				"max_user_namespaces": "0",
+				"setuid0":             "EINVAL",
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s (%s): %v, want %v", k, profile, got[k], v)
+				}
+			}
+			if got["unshare_cmd"] == float64(0) {
+				t.Errorf("unshare -U succeeded inside the sandbox (%s)", profile)
+			}
+		})
+	}
+}
+
+func TestProfileShowPrintsPolicy(t *testing.T) {
+	out := runners()[0].exec(t, "", "profile", "show", "strict")
+	if out.code != 0 {
+		t.Fatalf("exit %d: %s", out.code, out.stderr)
+	}
+	for _, want := range []string{`limits.memory           = "256M"`, "# strict:", `seccomp.policy          = "allowlist"`, "execve, execveat: allow", "other ABIs (32-bit int 0x80, x32): kill"} {
+		if !strings.Contains(out.stdout, want) {
+			t.Errorf("profile show strict lacks %q", want)
+		}
+	}
+	var js map[string]any
+	out = runners()[0].exec(t, "", "profile", "show", "--json", "standard")
+	if err := json.Unmarshal([]byte(out.stdout), &js); err != nil {
+		t.Errorf("profile show --json: %v", err)
+	}
+}
