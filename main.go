@@ -24,6 +24,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sbx-sandbox/sbx/audit"
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 	"github.com/sbx-sandbox/sbx/seccomp"
@@ -126,6 +127,7 @@ func execCommand(rawArgs []string) *cli.Command {
 			&cli.StringFlag{Name: "input-dir", Usage: "copy every regular file below `DIR` into the workspace, at the same relative paths"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line about the run to `FILE` (fsync'd); a run that cannot be logged fails"},
 			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
+			&cli.StringSliceFlag{Name: "resolve", Usage: "with --net allow, resolve `NAME:PORT:ADDR` to ADDR for this run, like curl's --resolve (repeatable); NAME must still be allowed"},
 		}, profileFlags()...),
 		Action: func(c *cli.Context) error { return execAction(c, rawArgs) },
 	}
@@ -200,6 +202,15 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		OutputDir:   c.String("output-dir"),
 		Signals:     sigs,
 	}
+	var proxy *netproxy.Proxy
+	if prof.Network.Mode == "allow" {
+		if proxy, err = newProxy(prof, c.StringSlice("resolve")); err != nil {
+			return fail(err)
+		}
+		job.Proxy = proxy
+	} else if len(c.StringSlice("resolve")) > 0 {
+		return fail(errors.New("--resolve: the network is off (network.mode \"none\"); use --net allow --allow-host NAME"))
+	}
 	if !asJSON {
 		job.Stdout, job.Stderr = os.Stdout, os.Stderr
 	}
@@ -208,6 +219,12 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	}
 	res := nsjail.Run(context.Background(), job)
 	res.Warnings = append(warnings, res.Warnings...)
+	if proxy != nil {
+		res.Network = proxy.Attempts()
+		if n := proxy.AttemptsDropped(); n > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d more attempts were not recorded", n))
+		}
+	}
 	if log != nil {
 		if err := writeAudit(log, res, prof, payload, c.Bool("audit-output")); err != nil {
 			res.Status, res.ExitCode, res.Signal = nsjail.StatusSetupError, nsjail.ExitSbxFailed, nil
@@ -226,6 +243,29 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	}
 	exitCode = res.ProcessExitCode()
 	return nil
+}
+
+// newProxy is the host side of --net allow: the profile's allowlist and
+// limits, and --resolve pins (NAME:PORT:ADDR).
+func newProxy(p *profiles.Profile, resolves []string) (*netproxy.Proxy, error) {
+	pins := map[string]string{}
+	for _, r := range resolves {
+		i := strings.Index(r, ":")
+		j := strings.Index(r[i+1:], ":") + i + 1
+		if i <= 0 || j <= i+1 || j == len(r)-1 {
+			return nil, fmt.Errorf("--resolve %q: want NAME:PORT:ADDR, e.g. api.example.com:443:127.0.0.1", r)
+		}
+		pins[r[:j]] = r[j+1:]
+	}
+	n := p.Network
+	return netproxy.New(netproxy.Config{
+		Allow:        n.Allow,
+		Resolve:      pins,
+		MaxConns:     int(n.MaxConnections),
+		MaxBytesUp:   int64(n.MaxBytesOut),
+		MaxBytesDown: int64(n.MaxBytesIn),
+		IdleTimeout:  time.Duration(n.IdleTimeout),
+	})
 }
 
 // writeAudit records the run: the code run is identified by the script's

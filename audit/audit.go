@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
@@ -36,8 +37,8 @@ type Entry struct {
 	Signal     *string             `json:"signal"`
 	Message    string              `json:"message"`
 	Files      []nsjail.FileEntry  `json:"files"`
-	Network    any                 `json:"network,omitempty"`
-	Denials    any                 `json:"seccomp_denials,omitempty"`
+	Network    []netproxy.Attempt  `json:"network"`
+	Denials    []nsjail.Denial     `json:"seccomp_denials"`
 	Stdout     *string             `json:"stdout,omitempty"`
 	Stderr     *string             `json:"stderr,omitempty"`
 	Output     OutputCounts        `json:"output"`
@@ -112,6 +113,7 @@ func FromResult(res *nsjail.Result, withOutput bool) *Entry {
 		RunID: res.ID, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, InvokingUID: os.Getuid(),
 		Profile: res.Profile, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
 		ExitCode: res.ExitCode, Signal: res.Signal, Message: res.Message, Files: res.Files,
+		Network: res.Network, Denials: res.SeccompDenials,
 	}
 	if e.Inputs == nil {
 		e.Inputs = []nsjail.InputEntry{}

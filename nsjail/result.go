@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/netproxy"
 )
 
 // Status is how a run ended; the values are the public contract of the
@@ -58,6 +60,9 @@ type Result struct {
 	// deleted (never empty-null: [] when none).
 	Files          []FileEntry `json:"files"`
 	FilesTruncated bool        `json:"files_truncated"`
+	// Network lists every connection attempt through the proxy, allowed
+	// or not ([] without network).
+	Network []netproxy.Attempt `json:"network"`
 	// SeccompDenials are the syscalls the filter refused, most frequent
 	// first; null when there was no filter or the kernel could not tell.
 	SeccompDenials []Denial `json:"seccomp_denials"`

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
@@ -92,6 +93,9 @@ func Run(ctx context.Context, job *Job) *Result {
 	}
 	if res.Inputs == nil {
 		res.Inputs = []InputEntry{}
+	}
+	if res.Network == nil {
+		res.Network = []netproxy.Attempt{}
 	}
 	res.Warnings = s.warnings
 	end := time.Now()

@@ -117,6 +117,14 @@ type Network struct {
 	// "api.example.com", "*.example.org" (whole labels), "10.0.0.7",
 	// "[2001:db8::1]", each with an optional ":PORT".
 	Allow []string `toml:"allow"`
+	// MaxConnections is how many proxied connections may be open at once.
+	MaxConnections int64 `toml:"max_connections"`
+	// MaxBytesOut is the most bytes the sandbox may send, over the run.
+	MaxBytesOut units.Size `toml:"max_bytes_out"`
+	// MaxBytesIn is the most bytes the sandbox may receive, over the run.
+	MaxBytesIn units.Size `toml:"max_bytes_in"`
+	// IdleTimeout cuts a proxied connection with no traffic either way.
+	IdleTimeout units.Duration `toml:"idle_timeout"`
 }
 
 // Seccomp picks the syscall filter.
@@ -158,7 +166,7 @@ func Defaults() Profile {
 			Fsize:           512 << 20,
 		},
 		Filesystem: Filesystem{Workspace: "/workspace"},
-		Network:    Network{Mode: "none"},
+		Network:    Network{Mode: "none", MaxConnections: 16, MaxBytesOut: 64 << 20, MaxBytesIn: 256 << 20, IdleTimeout: units.Duration(60 * time.Second)},
 		Seccomp:    Seccomp{Policy: "denylist"},
 		Sandbox:    Sandbox{UID: 1000, Hostname: "sbx"},
 	}

@@ -1,7 +1,6 @@
 package profiles
 
 import (
-	"errors"
 	"sort"
 	"strings"
 
@@ -23,17 +22,9 @@ func BaseEnv(home string) []string {
 	}
 }
 
-// errNetworkAllow refuses network.mode "allow" until the allowlist proxy
-// exists: running such a profile with no network at all would quietly
-// not be what it says.
-var errNetworkAllow = errors.New(`network.mode "allow": this sbx has no allowlist proxy yet; use mode "none"`)
-
 // Spec turns the profile into the Spec of one sandbox; extraEnv (KEY=VALUE,
 // from flags) overrides the profile's env, which overrides BaseEnv.
 func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
-	if p.Network.Mode == "allow" {
-		return nsjail.Spec{}, errNetworkAllow
-	}
 	l := p.Limits
 	fs := p.Filesystem
 	uid := p.Sandbox.UID

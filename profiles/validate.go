@@ -2,11 +2,12 @@ package profiles
 
 import (
 	"fmt"
-	"net/netip"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sbx-sandbox/sbx/netproxy"
 )
 
 // Validate checks every value of the effective profile; each problem
@@ -141,60 +142,15 @@ func checkROBinds(p *Profile) string {
 }
 
 func checkAllow(p *Profile) string {
-	for _, a := range p.Network.Allow {
-		if reason := checkHostPattern(a); reason != "" {
-			return quoteTOML(a) + ": " + reason
-		}
+	// One grammar: the proxy's own parser decides what a pattern means.
+	if _, err := netproxy.ParseAllow(p.Network.Allow); err != nil {
+		return err.Error()
 	}
 	// In a file, hosts with mode "none" are a mistake: the user meant to
 	// reach them. --net none on a command line means "cut the network",
 	// whatever the profile lists.
 	if len(p.Network.Allow) > 0 && p.Network.Mode == "none" && p.Origin("network.mode").Kind != FromFlag {
 		return `hosts are listed but network.mode is "none" (set mode = "allow", or allow = [])`
-	}
-	return ""
-}
-
-// checkHostPattern checks one allowlist entry: HOST, *.DOMAIN or * (a
-// wildcard is a whole first label), an IPv4 address, or an IPv6 address
-// in brackets; each with an optional :PORT.
-func checkHostPattern(s string) string {
-	host, port, hasPort := s, "", false
-	if strings.Contains(s, "://") {
-		return "want HOST[:PORT], not a URL"
-	}
-	if strings.HasPrefix(s, "[") {
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return "unclosed ["
-		}
-		host, port = s[1:end], s[end+1:]
-		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() || a.Zone() != "" {
-			return "not an IPv6 address in brackets"
-		}
-		if port != "" {
-			if !strings.HasPrefix(port, ":") {
-				return "want [IPV6]:PORT"
-			}
-			port, hasPort = port[1:], true
-		}
-	} else {
-		if i := strings.LastIndexByte(s, ':'); i >= 0 {
-			host, port, hasPort = s[:i], s[i+1:], true
-		}
-		if strings.Contains(host, ":") {
-			return "write an IPv6 address in brackets: [2001:db8::1]:443"
-		}
-		if host != "*" {
-			if reason := checkDomain(strings.TrimPrefix(host, "*."), "_"); reason != "" {
-				return reason
-			}
-		}
-	}
-	if hasPort {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return "port must be within 1..65535"
-		}
 	}
 	return ""
 }
@@ -246,12 +202,7 @@ func (p *Profile) Warnings() []string {
 		warn("seccomp.policy", p.Seccomp.Policy, "no syscall filter: the whole kernel interface is open to the payload, the usual way out of a sandbox")
 	}
 	if p.Network.Mode == "allow" {
-		for _, a := range p.Network.Allow {
-			if a == "*" || strings.HasPrefix(a, "*:") {
-				warn("network.allow", p.Network.Allow, quoteTOML(a)+" lets the payload reach any host: the allowlist is off")
-				break
-			}
-		}
+		warn("network.mode", p.Network.Mode, "the payload can reach the hosts of network.allow through sbx's proxy")
 	}
 	if p.Sandbox.UID == 0 {
 		warn("sandbox.uid", int64(0), "the payload runs as root inside its user namespace; it is still unprivileged on the host, but one layer of defence is gone")

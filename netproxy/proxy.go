@@ -1,0 +1,526 @@
+package netproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults for the zero values of Config. Timeouts and the connection cap
+// cannot be switched off: this is a security boundary.
+const (
+	DefaultMaxConns      = 32
+	DefaultIdleTimeout   = 60 * time.Second
+	DefaultHeaderTimeout = 10 * time.Second
+
+	// MaxHeaderBytes caps a request's request line and header fields
+	// (and a SOCKS5 greeting); more gets 431.
+	MaxHeaderBytes = 64 << 10
+	// maxResponseHeaderBytes caps a destination's response header.
+	maxResponseHeaderBytes = 256 << 10
+	// MaxAttempts caps the attempt log; later attempts are counted in
+	// AttemptsDropped but not kept, so a payload cannot exhaust memory.
+	MaxAttempts = 10000
+
+	resolveTimeout = 10 * time.Second
+	dialTimeout    = 10 * time.Second // per address tried
+	lingerTimeout  = 500 * time.Millisecond
+	sayTimeout     = 5 * time.Second // for a short reply to the client
+)
+
+// Config configures a Proxy. See the package documentation.
+type Config struct {
+	// Allow lists the destinations (see ParseAllow). Empty allows nothing.
+	Allow []string
+	// Resolve pins names to addresses, like curl --resolve: "NAME:PORT" or
+	// "NAME" (any port) -> "ADDR[:PORT][,ADDR[:PORT]...]". A pin with a port
+	// rewrites the destination port too. Pins only resolve: the name must
+	// still pass Allow.
+	Resolve map[string]string
+	// MaxConns caps concurrent client connections (0: DefaultMaxConns).
+	MaxConns int
+	// MaxBytesUp and MaxBytesDown cap the bytes sent to and received from
+	// destinations over the whole run, across all connections (0: unlimited).
+	MaxBytesUp, MaxBytesDown int64
+	// IdleTimeout cuts a connection that moved no byte in either direction
+	// for that long (0: DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// HeaderTimeout bounds the time from accept to the end of the request
+	// header (0: DefaultHeaderTimeout).
+	HeaderTimeout time.Duration
+	// Resolver resolves allowed names that have no pin. It gets the
+	// normalised name (lower case, no trailing dot) and must honour ctx.
+	// Default: the host's resolver, asked for the rooted name ("name.") so
+	// that no resolv.conf search domain applies.
+	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Dial connects to an address the proxy checked, always "tcp" and a
+	// numeric "IP:PORT" (default: net.Dialer). It must honour ctx.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Attempt is the record of one client connection: with keep-alive disabled,
+// one request, CONNECT or SOCKS5 session.
+type Attempt struct {
+	Host       string `json:"host"`             // normalised name or IP literal; "" if no request was read
+	Port       int    `json:"port"`             // destination port asked for
+	Method     string `json:"method"`           // "CONNECT", "GET", ..., "SOCKS5", or "" if no request was read
+	Allowed    bool   `json:"allowed"`          // passed the allowlist and the address checks
+	Reason     string `json:"reason,omitempty"` // why it was refused, one line
+	Addr       string `json:"addr,omitempty"`   // the address actually dialled
+	BytesUp    int64  `json:"bytes_up"`         // bytes sent to the destination
+	BytesDown  int64  `json:"bytes_down"`       // bytes received from the destination
+	DurationMS int64  `json:"duration_ms"`      // accept to close
+	Error      string `json:"error,omitempty"`  // what ended it abnormally, one line
+}
+
+// ErrClosed is returned by Serve on a Proxy that was closed.
+var ErrClosed = errors.New("netproxy: proxy closed")
+
+// Proxy is an allowlisting HTTP forward proxy, CONNECT and SOCKS5 server.
+type Proxy struct {
+	allow        *Allowlist
+	pins         map[pinKey][]netip.AddrPort // port 0 in a value: the requested port
+	maxConns     int
+	idle, header time.Duration
+	resolve      func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial         func(ctx context.Context, network, addr string) (net.Conn, error)
+	up, down     *budget
+	ctx          context.Context // cancelled by Close: stops resolves and dials
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup // Serve loops and sessions
+	mu           sync.Mutex
+	closed       bool
+	listeners    map[net.Listener]struct{}
+	conns        map[net.Conn]struct{} // client and upstream, open
+	active       int                   // sessions running
+	attempts     []attemptSlot
+	maxAttempts  int // MaxAttempts; lowered by tests
+	dropped      int
+}
+
+type attemptSlot struct {
+	a    Attempt
+	done bool
+}
+
+type pinKey struct {
+	name string
+	port int // 0: any port
+}
+
+// New checks c and returns a Proxy that is ready to Serve.
+func New(c Config) (*Proxy, error) {
+	allow, err := ParseAllow(c.Allow)
+	if err != nil {
+		return nil, err
+	}
+	pins, err := parsePins(c.Resolve)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c.MaxConns < 0:
+		return nil, fmt.Errorf("netproxy: MaxConns %d is negative", c.MaxConns)
+	case c.MaxBytesUp < 0 || c.MaxBytesDown < 0:
+		return nil, fmt.Errorf("netproxy: byte caps up %d, down %d: negative", c.MaxBytesUp, c.MaxBytesDown)
+	case c.IdleTimeout < 0 || c.HeaderTimeout < 0:
+		return nil, fmt.Errorf("netproxy: timeouts idle %v, header %v: negative", c.IdleTimeout, c.HeaderTimeout)
+	}
+	p := &Proxy{
+		allow:       allow,
+		pins:        pins,
+		maxConns:    c.MaxConns,
+		idle:        c.IdleTimeout,
+		header:      c.HeaderTimeout,
+		resolve:     c.Resolver,
+		dial:        c.Dial,
+		up:          newBudget("upload", c.MaxBytesUp),
+		down:        newBudget("download", c.MaxBytesDown),
+		listeners:   map[net.Listener]struct{}{},
+		conns:       map[net.Conn]struct{}{},
+		maxAttempts: MaxAttempts,
+	}
+	if p.maxConns == 0 {
+		p.maxConns = DefaultMaxConns
+	}
+	if p.idle == 0 {
+		p.idle = DefaultIdleTimeout
+	}
+	if p.header == 0 {
+		p.header = DefaultHeaderTimeout
+	}
+	if p.resolve == nil {
+		p.resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			// Rooted, so the host's resolv.conf search list cannot turn an
+			// allowed single-label name into some other name.
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host+".")
+		}
+	}
+	if p.dial == nil {
+		d := &net.Dialer{}
+		p.dial = d.DialContext
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// parsePins parses Config.Resolve. Keys are sorted first so that the error
+// for a bad map is always the same one.
+func parsePins(m map[string]string) (map[pinKey][]netip.AddrPort, error) {
+	pins := map[pinKey][]netip.AddrPort{}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		bad := func(why string, args ...any) error {
+			return fmt.Errorf("resolve pin %q -> %q: %s", k, m[k], fmt.Sprintf(why, args...))
+		}
+		h, portStr, bracketed, err := splitHostPort(strings.TrimSpace(k), false)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		name, ip, err := parseHost(h, bracketed)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		if ip.IsValid() {
+			return nil, bad("the key must be a name, not an address")
+		}
+		key := pinKey{name: name}
+		if portStr != "" {
+			if key.port, err = parsePort(portStr); err != nil {
+				return nil, bad("%v", err)
+			}
+		}
+		if _, dup := pins[key]; dup {
+			return nil, bad("%s is pinned twice", k)
+		}
+		for _, v := range strings.Split(m[k], ",") {
+			ap, err := parsePinAddr(strings.TrimSpace(v))
+			if err != nil {
+				return nil, bad("%v", err)
+			}
+			pins[key] = append(pins[key], ap)
+		}
+	}
+	return pins, nil
+}
+
+func parsePinAddr(v string) (netip.AddrPort, error) {
+	h, portStr, bracketed, err := splitHostPort(v, true)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	_, ip, err := parseHost(h, bracketed)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if !ip.IsValid() {
+		return netip.AddrPort{}, fmt.Errorf("%q is not an IP address", h)
+	}
+	port := 0
+	if portStr != "" {
+		if port, err = parsePort(portStr); err != nil {
+			return netip.AddrPort{}, err
+		}
+	}
+	return netip.AddrPortFrom(ip, uint16(port)), nil
+}
+
+// Serve accepts connections on l until l is closed, by Close or by the
+// caller, and then returns nil; it returns another accept error as is. Each
+// connection is handled on its own goroutine, which Close waits for.
+func (p *Proxy) Serve(l net.Listener) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		l.Close()
+		return ErrClosed
+	}
+	p.listeners[l] = struct{}{}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, l)
+		p.mu.Unlock()
+		p.wg.Done()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if !temporary(err) {
+				return err
+			}
+			// Out of fds or buffers: wait for some to come back, as
+			// net/http does, rather than spin or give up.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-p.ctx.Done():
+				return nil
+			}
+		}
+		backoff = 0
+		p.admit(c)
+	}
+}
+
+func temporary(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit starts a session for c, or refuses it over the connection cap. The
+// refusal is written from the accept loop without a goroutine, so a flood of
+// connections costs no more than the accept itself.
+func (p *Proxy) admit(c net.Conn) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	if p.active >= p.maxConns {
+		reason := fmt.Sprintf("connection cap reached: %d connections already open", p.maxConns)
+		p.record(Attempt{Reason: reason}, true)
+		p.mu.Unlock()
+		// A fresh socket's send buffer is empty, so this write cannot block;
+		// the deadline is belt and braces.
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		c.Write(errorResponse(429, reason))
+		c.Close()
+		return
+	}
+	p.active++
+	p.conns[c] = struct{}{}
+	s := newSession(p, c)
+	s.slot = p.record(Attempt{}, false)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go s.run()
+}
+
+// record appends an attempt, or a placeholder (done false) that keeps a
+// session's place in accept order, and returns its slot, or -1 once the log
+// is full. p.mu held.
+func (p *Proxy) record(a Attempt, done bool) int {
+	if len(p.attempts) >= p.maxAttempts {
+		p.dropped++
+		return -1
+	}
+	p.attempts = append(p.attempts, attemptSlot{a: a, done: done})
+	return len(p.attempts) - 1
+}
+
+// track registers an upstream connection so that Close closes it too.
+func (p *Proxy) track(c net.Conn) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return ErrClosed
+	}
+	p.conns[c] = struct{}{}
+	return nil
+}
+
+// finish ends a session whose connections are closed.
+func (p *Proxy) finish(s *session, a Attempt) {
+	p.mu.Lock()
+	delete(p.conns, s.client)
+	if s.upc != nil {
+		delete(p.conns, s.upc)
+	}
+	if s.slot >= 0 {
+		p.attempts[s.slot] = attemptSlot{a: a, done: true}
+	}
+	p.active--
+	p.mu.Unlock()
+	p.wg.Done()
+}
+
+// Close stops every Serve loop, closes every client and upstream
+// connection, cancels resolves and dials in flight and waits for all of the
+// proxy's goroutines to return: when Close returns the proxy holds no
+// goroutine and no socket. It is safe to call more than once.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		p.cancel()
+		for l := range p.listeners {
+			l.Close()
+		}
+		for c := range p.conns {
+			c.Close()
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// Attempts returns every attempt whose connection has ended, allowed or not,
+// in the order the connections were accepted. After Close, that is all of
+// them (up to MaxAttempts).
+func (p *Proxy) Attempts() []Attempt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Attempt, 0, len(p.attempts))
+	for _, s := range p.attempts {
+		if s.done {
+			out = append(out, s.a)
+		}
+	}
+	return out
+}
+
+// AttemptsDropped returns how many attempts were not kept because the log
+// already held MaxAttempts.
+func (p *Proxy) AttemptsDropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+// refusal is a decision against a destination: an HTTP status and a one-line
+// reason. A nil *refusal means go ahead.
+type refusal struct {
+	status  int // 403, 429, 502
+	reason  string
+	allowed bool  // the checks passed; resolving or dialling failed
+	err     error // the resolve or dial error, for SOCKS reply codes
+}
+
+// decide applies the allowlist and the address checks to host:port (ip is
+// valid for an IP literal, host is then its string form) and returns the
+// addresses to dial. Every address returned has been checked; the caller
+// dials those and nothing else, so DNS is consulted once per attempt and a
+// rebinding answer cannot slip in between check and dial.
+func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int) ([]netip.AddrPort, *refusal) {
+	hp := joinHostPort(host, port)
+	deny := func(format string, args ...any) *refusal {
+		return &refusal{status: 403, reason: fmt.Sprintf(format, args...)}
+	}
+	if ip.IsValid() {
+		if p.allow.matchAddr(ip, port) != nil {
+			return []netip.AddrPort{netip.AddrPortFrom(ip, uint16(port))}, nil
+		}
+		if why := classify(ip); why != "" {
+			return nil, deny("%s is %s and not on the allowlist", hp, why)
+		}
+		return nil, deny("%s is not on the allowlist", hp)
+	}
+	r := p.allow.matchName(host, port)
+	if r == nil {
+		return nil, deny("%s is not on the allowlist", hp)
+	}
+	pinned := p.pins[pinKey{host, port}]
+	if pinned == nil {
+		pinned = p.pins[pinKey{host, 0}]
+	}
+	if pinned != nil {
+		out := make([]netip.AddrPort, 0, len(pinned))
+		for _, a := range pinned {
+			if a.Port() == 0 {
+				a = netip.AddrPortFrom(a.Addr(), uint16(port))
+			}
+			// A pin is the user's own statement about where a name lives,
+			// so it may point at a special address, but only for a name
+			// listed exactly: a wildcard is too wide to vouch for it.
+			if why := classify(a.Addr()); why != "" && r.wild && p.allow.matchAddr(a.Addr(), int(a.Port())) == nil {
+				return nil, deny("%s is pinned to %s, %s; only an exact allowlist entry (not %s) may reach it", hp, a.Addr(), why, r.pattern)
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	addrs, err := p.resolve(rctx, host)
+	cancel()
+	if err != nil {
+		return nil, &refusal{status: 502, reason: oneLine(fmt.Sprintf("resolve %s: %v", host, err)), allowed: true, err: err}
+	}
+	if len(addrs) == 0 {
+		return nil, &refusal{status: 502, reason: fmt.Sprintf("resolve %s: no addresses", host), allowed: true}
+	}
+	out := make([]netip.AddrPort, 0, len(addrs))
+	for _, a := range addrs {
+		a = a.Unmap()
+		// One special answer refuses the whole name: a name that mixes
+		// public and internal addresses is a rebinding setup, not a
+		// service to pick the good half of.
+		if why := classify(a); why != "" && p.allow.matchAddr(a, port) == nil {
+			return nil, deny("%s resolves to %s, %s, which the allowlist does not name", host, a, why)
+		}
+		ap := netip.AddrPortFrom(a, uint16(port))
+		if !slices.Contains(out, ap) {
+			out = append(out, ap)
+		}
+	}
+	return out, nil
+}
+
+// dialAny dials the checked addresses in order and returns the first
+// connection, tracked for Close.
+func (p *Proxy) dialAny(ctx context.Context, addrs []netip.AddrPort) (net.Conn, netip.AddrPort, error) {
+	var last error
+	for _, a := range addrs {
+		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		c, err := p.dial(dctx, "tcp", a.String())
+		cancel()
+		if err == nil {
+			if err := p.track(c); err != nil {
+				return nil, a, err
+			}
+			return c, a, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, netip.AddrPort{}, last
+}
+
+func joinHostPort(host string, port int) string {
+	return net.JoinHostPort(host, fmt.Sprint(port))
+}
+
+// oneLine keeps a reason or error on one line and short enough to log.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
