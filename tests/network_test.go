@@ -52,7 +52,9 @@ func hostServer(t *testing.T, tlsToo bool) (plain, secure *httptest.Server, caFi
 	return plain, secure, caFile
 }
 
-func port(s *httptest.Server) string { return s.Listener.Addr().(*net.TCPAddr).String()[len("127.0.0.1:"):] }
+func port(s *httptest.Server) string {
+	return s.Listener.Addr().(*net.TCPAddr).String()[len("127.0.0.1:"):]
+}
 
 func TestNetworkThroughProxy(t *testing.T) {
 	plain, secure, ca := hostServer(t, true)
