@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -201,6 +202,14 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		Timeout:     time.Duration(prof.Limits.WallTime),
 		OutputDir:   c.String("output-dir"),
 		Signals:     sigs,
+		Limits: nsjail.Limits{
+			MemoryBytes:   int64(prof.Limits.Memory),
+			Pids:          prof.Limits.Pids,
+			CPUs:          prof.Limits.CPUs,
+			CPUTime:       time.Duration(prof.Limits.CPUTime),
+			OutputKill:    prof.Limits.OutputPolicy == "kill",
+			RequireCgroup: slices.Contains(prof.Require, "cgroup"),
+		},
 	}
 	var proxy *netproxy.Proxy
 	if prof.Network.Mode == "allow" {
@@ -229,6 +238,11 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		if err := writeAudit(log, res, prof, payload, c.Bool("audit-output")); err != nil {
 			res.Status, res.ExitCode, res.Signal = nsjail.StatusSetupError, nsjail.ExitSbxFailed, nil
 			res.Message = err.Error()
+		}
+	}
+	if !asJSON {
+		if line := res.DegradedSummary(); line != "" {
+			fmt.Fprintln(os.Stderr, "sbx: warning: "+line)
 		}
 	}
 	if asJSON {

@@ -21,6 +21,8 @@ type capture struct {
 	total int64
 	// live, when set, gets every byte as it arrives (terminal mode).
 	live io.Writer
+	// onOverflow, when set, is called once the stream passes limit.
+	onOverflow func()
 }
 
 func newCapture(limit int64, live io.Writer) *capture {
@@ -35,6 +37,10 @@ func (c *capture) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	n := len(p)
 	c.total += int64(n)
+	if c.total > c.limit && c.onOverflow != nil {
+		c.onOverflow()
+		c.onOverflow = nil
+	}
 	if c.live != nil {
 		// A closed terminal must not stop the capture or the run.
 		if _, err := c.live.Write(p); err != nil {

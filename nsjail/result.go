@@ -53,6 +53,12 @@ type Result struct {
 	StdoutBytes     int64   `json:"stdout_bytes"`
 	StderrBytes     int64   `json:"stderr_bytes"`
 	Usage           Usage   `json:"usage"`
+	// Limits says, for each limit of the run, its value and what enforced
+	// it (cgroup2, cgroup1, rlimit, tmpfs, supervisor, or none).
+	Limits map[string]LimitInfo `json:"limits"`
+	// PidsLimitHit: forks were refused at the pids limit during the run,
+	// whatever ended it.
+	PidsLimitHit bool `json:"pids_limit_hit"`
 	// Inputs are the files streamed into the workspace, hashed as they
 	// crossed.
 	Inputs []InputEntry `json:"inputs"`
@@ -93,6 +99,9 @@ type Usage struct {
 	UserMS          int64 `json:"user_ms"`
 	SystemMS        int64 `json:"system_ms"`
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	// PidsPeak is the most tasks the sandbox held at once, where the
+	// kernel tells (pids.peak); 0 otherwise.
+	PidsPeak int64 `json:"pids_peak"`
 }
 
 // ExitCode maps a Result onto the exit status of `sbx exec` (DESIGN.md).

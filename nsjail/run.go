@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
@@ -44,6 +45,8 @@ type Job struct {
 	// Proxy, when set, serves the sandbox's only way out: connections to
 	// ProxyAddr inside. Run closes it before returning.
 	Proxy ProxyServer
+	// Limits are enforced by the sandbox's cgroup, or rlimits without one.
+	Limits Limits
 	// Signals received by sbx are forwarded to the payload.
 	Signals <-chan os.Signal
 	// Timings, when set, gets a per-step timeline of the run (the
@@ -135,6 +138,15 @@ type supervisor struct {
 	// sets up; confineErr is set when that failed.
 	filter     chan compiled
 	confineErr error
+	// cg is the sandbox's cgroup, nil without one; attached is closed
+	// once the init is in it (cgroup v1: written after the clone, while
+	// the init sets up), with attachErr set if that failed.
+	cg        *cgroup.Group
+	attached  chan struct{}
+	attachErr error
+	// overflow fires once when a stream passes the output cap under the
+	// kill policy.
+	overflow chan struct{}
 }
 
 type compiled struct {
@@ -207,6 +219,21 @@ func (s *supervisor) run(ctx context.Context) error {
 		job.Spec.Proxy = true
 		job.Spec.Env = withProxyEnv(job.Spec.Env)
 	}
+	s.attached = make(chan struct{})
+	if err := s.setupLimits(); err != nil {
+		return err
+	}
+	if s.cg != nil {
+		defer func() {
+			// The init's end took every process with it; Kill is for
+			// anything a failed start left behind.
+			s.cg.Kill()
+			if err := s.cg.Destroy(); err != nil {
+				s.warnings = append(s.warnings, fmt.Sprintf("cgroup cleanup: %v (the next sbx removes it)", err))
+			}
+		}()
+	}
+	s.tl.mark("sbx: limits set up")
 	job.Spec.Timings = s.tl.on
 	s.filter = make(chan compiled, 1)
 	go compileFilter(job.Spec.Seccomp, s.filter)
@@ -226,6 +253,12 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	s.stdout = newCapture(job.OutputLimit, job.Stdout)
 	s.stderr = newCapture(job.OutputLimit, job.Stderr)
+	s.overflow = make(chan struct{})
+	if job.Limits.OutputKill {
+		var once sync.Once
+		over := func() { once.Do(func() { close(s.overflow) }) }
+		s.stdout.onOverflow, s.stderr.onOverflow = over, over
+	}
 	s.ctlW = p.ctlW
 
 	// The Spec and Payload usually fit in the pipe's buffer, so they are
@@ -253,6 +286,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	s.tl.mark("sbx: clone+exec init (cmd.Start)")
 	p.closeChildEnds()
+	s.attachInit(cmd.Process.Pid)
 
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -313,11 +347,17 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 	defer deadline.Stop()
 	phase := "setup" // what the deadline timer is guarding
 	var wall <-chan time.Time
+	var cpuTick <-chan time.Time
 	var exit *StatusMsg
 	var stepErr error
 	hardKill := func() {
 		// SIGKILL to the init ends its pid namespace: the kernel kills
-		// every process in it (pid_namespaces(7)).
+		// every process in it (pid_namespaces(7)); the cgroup's kill
+		// gets them all at once first (cgroup.kill, or freeze and kill
+		// on v1).
+		if s.cg != nil {
+			s.cg.Kill()
+		}
 		cmd.Process.Kill()
 	}
 	limit := func(why string) {
@@ -325,7 +365,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 			return
 		}
 		s.killedFor = why
-		wall = nil
+		wall, cpuTick = nil, nil
 		s.sendControl(Control{Kill: true})
 		phase = "kill"
 		deadline.Reset(killGrace)
@@ -358,12 +398,19 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 				if job.Timeout > 0 {
 					wall = time.After(job.Timeout)
 				}
+				if job.Limits.CPUTime > 0 && s.cg != nil {
+					// The total CPU of every process, from the
+					// group's usage: a cheap pread every 20 ms.
+					t := time.NewTicker(20 * time.Millisecond)
+					defer t.Stop()
+					cpuTick = t.C
+				}
 			case kindExit:
 				mm := m
 				exit = &mm
 				// The payload is done: a late timer must not turn its
 				// exit into a timeout. What is left is the report.
-				wall = nil
+				wall, cpuTick = nil, nil
 				phase = "report"
 				deadline.Reset(reportTimeout)
 			}
@@ -377,6 +424,16 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 			hardKill()
 		case <-wall:
 			limit("timeout")
+		case <-cpuTick:
+			if used, err := s.cg.CPUUsage(); err == nil && used >= job.Limits.CPUTime {
+				cpuTick = nil
+				limit("cpu_limit")
+			}
+		case <-s.overflow:
+			s.overflow = nil
+			if phase == "run" || phase == "setup" {
+				limit("output_limit")
+			}
 		case <-ctx.Done():
 			if s.killedFor == "" {
 				s.killedFor = "cancel"
@@ -390,62 +447,57 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 	}
 }
 
-// finish fills the Result from the init's exit message and from why the
-// supervisor ended the run, if it did.
+// finish fills the Result from the init's exit message, from why the
+// supervisor ended the run if it did, and from the cgroup's evidence.
 func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error {
 	res := s.res
-	if s.killedFor == "timeout" {
-		res.Status, res.ExitCode = StatusTimeout, ExitTimeLimit
-		res.Message = fmt.Sprintf("wall-clock limit of %v reached; the sandbox was killed", s.job.Timeout)
-		if exit == nil || exit.ExecErrno != 0 {
-			s.usageFromInit(cmd)
-		} else {
-			s.usageFromExit(exit)
+	var st *cgroup.Stats
+	if s.cg != nil {
+		if v, err := s.cg.Stats(); err == nil {
+			st = &v
 		}
-		return nil
 	}
-	if exit == nil {
-		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
-	}
-	if exit.ExecErrno != 0 {
+	switch {
+	case exit != nil && exit.ExecErrno != 0:
 		res.Status, res.ExitCode = StatusExit, ExitCannotExec
 		if syscall.Errno(exit.ExecErrno) == unix.ENOENT {
 			res.ExitCode = ExitNotFound
 		}
 		res.Message = "cannot run the payload: " + exit.Msg
-		return nil
+	case exit != nil:
+		res.classifyWait(unix.WaitStatus(exit.WaitStatus))
+		s.usageFromExit(exit)
+		s.denials(exit)
+	case s.killedFor == "" && (st == nil || st.PidsMaxEvents == 0):
+		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
+	default:
+		s.usageFromInit(cmd)
 	}
-	res.classifyWait(unix.WaitStatus(exit.WaitStatus))
-	s.usageFromExit(exit)
-	s.denials(exit)
-	return nil
-}
-
-// denials fills seccomp_denials, and the seccomp status: with the
-// built-in policies the filter kills (SIGSYS) only a syscall through
-// another ABI of the machine.
-func (s *supervisor) denials(exit *StatusMsg) {
-	res := s.res
-	if !exit.Filtered {
-		return
+	switch s.killedFor {
+	case "timeout":
+		res.Status, res.ExitCode, res.Signal = StatusTimeout, ExitTimeLimit, nil
+		res.Message = fmt.Sprintf("wall-clock limit of %v reached; the sandbox was killed", s.job.Timeout)
+	case "cpu_limit":
+		res.Status, res.ExitCode, res.Signal = StatusCPULimit, ExitTimeLimit, nil
+		res.Message = fmt.Sprintf("CPU time limit of %v reached (all processes together); the sandbox was killed", s.job.Limits.CPUTime)
+	case "output_limit":
+		res.Status, res.ExitCode, res.Signal = StatusOutputLimit, ExitKilled, nil
+		res.Message = fmt.Sprintf("output limit of %d bytes per stream passed; the sandbox was killed", s.job.OutputLimit)
+	default:
+		s.classifyLimits(st, exit)
 	}
-	if exit.DenialsKnown {
-		res.SeccompDenials = []Denial{}
-		for nr, n := range exit.Denials {
-			res.SeccompDenials = append(res.SeccompDenials, Denial{Syscall: seccomp.SyscallName(nr), Count: n})
+	if st != nil {
+		// The group saw every process, the init's few ms included.
+		u := &res.Usage
+		u.UserMS, u.SystemMS = st.UserCPU.Milliseconds(), st.SystemCPU.Milliseconds()
+		u.CPUMS = u.UserMS + u.SystemMS
+		if st.PeakMemoryBytes > 0 {
+			u.PeakMemoryBytes = st.PeakMemoryBytes
 		}
-		sort.Slice(res.SeccompDenials, func(i, j int) bool {
-			a, b := res.SeccompDenials[i], res.SeccompDenials[j]
-			return a.Count > b.Count || a.Count == b.Count && a.Syscall < b.Syscall
-		})
-	} else {
-		s.warnings = append(s.warnings, "the kernel gave no seccomp listener: denied syscalls were refused but not counted")
+		u.PidsPeak = st.PidsPeak
+		res.PidsLimitHit = res.PidsLimitHit || st.PidsMaxEvents > 0
 	}
-	ws := unix.WaitStatus(exit.WaitStatus)
-	if ws.Signaled() && ws.Signal() == unix.SIGSYS {
-		res.Status = StatusSeccomp
-		res.Message = "killed by the seccomp filter: a system call through another ABI (32-bit int 0x80 or x32), which the filter never allows"
-	}
+	return nil
 }
 
 func (s *supervisor) usageFromExit(exit *StatusMsg) {
@@ -476,6 +528,30 @@ func describeWait(cmd *exec.Cmd, err error) string {
 		return cmd.ProcessState.String()
 	}
 	return fmt.Sprint(err)
+}
+
+// attachInit puts the init into the sandbox's cgroup. On cgroup v2 it was
+// born there (CLONE_INTO_CGROUP); on v1 the attach is written now, while
+// the init sets up: it can wait out an RCU grace period (milliseconds)
+// that would otherwise add to every start.
+func (s *supervisor) attachInit(pid int) {
+	if s.cg == nil {
+		close(s.attached)
+		return
+	}
+	if _, ok := s.cg.FD(); ok {
+		close(s.attached)
+		return
+	}
+	go func() {
+		defer close(s.attached)
+		if err := s.cg.Attach(pid); err != nil {
+			s.attachErr = fmt.Errorf("attach the init to its cgroup: %w", err)
+			s.tl.mark("sbx: cgroup attach failed")
+			return
+		}
+		s.tl.mark("sbx: init attached to its cgroup")
+	}()
 }
 
 // serveProxy takes the listening socket from the init and serves it until
@@ -521,6 +597,13 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		Pdeathsig:   syscall.SIGKILL,
 		Setsid:      true,
 	}
+	if s.cg != nil {
+		if fd, ok := s.cg.FD(); ok {
+			// Born in its cgroup: no attach, no window outside it
+			// (clone3 CLONE_INTO_CGROUP, Linux 5.7).
+			attr.UseCgroupFD, attr.CgroupFD = true, fd
+		}
+	}
 	if os.Geteuid() == 0 {
 		// Root may allow setgroups in the new namespace (it holds
 		// CAP_SETGID above it), which lets the child drop root's
@@ -559,6 +642,14 @@ func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.Fil
 	w := bufio.NewWriterSize(s.ctlW, 64<<10)
 	w.Write(specLine)
 	w.Flush() // the init can start while the filter compiles
+	// Nothing of the payload may reach the init before the init is in
+	// its cgroup: what it forks earlier would stay outside.
+	<-s.attached
+	if s.attachErr != nil {
+		s.confineErr = s.attachErr
+		s.ctlW.Close()
+		return
+	}
 	c := <-s.filter
 	if c.err != nil {
 		s.confineErr = fmt.Errorf("seccomp policy %s: %w", s.job.Spec.Seccomp, c.err)
@@ -753,4 +844,31 @@ func withHint(e *StepError) error {
 		}
 	}
 	return e
+}
+
+// denials fills seccomp_denials, and the seccomp status: with the
+// built-in policies the filter kills (SIGSYS) only a syscall through
+// another ABI of the machine.
+func (s *supervisor) denials(exit *StatusMsg) {
+	res := s.res
+	if !exit.Filtered {
+		return
+	}
+	if exit.DenialsKnown {
+		res.SeccompDenials = []Denial{}
+		for nr, n := range exit.Denials {
+			res.SeccompDenials = append(res.SeccompDenials, Denial{Syscall: seccomp.SyscallName(nr), Count: n})
+		}
+		sort.Slice(res.SeccompDenials, func(i, j int) bool {
+			a, b := res.SeccompDenials[i], res.SeccompDenials[j]
+			return a.Count > b.Count || a.Count == b.Count && a.Syscall < b.Syscall
+		})
+	} else {
+		s.warnings = append(s.warnings, "the kernel gave no seccomp listener: denied syscalls were refused but not counted")
+	}
+	ws := unix.WaitStatus(exit.WaitStatus)
+	if ws.Signaled() && ws.Signal() == unix.SIGSYS {
+		res.Status = StatusSeccomp
+		res.Message = "killed by the seccomp filter: a system call through another ABI (32-bit int 0x80 or x32), which the filter never allows"
+	}
 }

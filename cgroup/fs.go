@@ -1,0 +1,141 @@
+package cgroup
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The helpers below talk to cgroupfs with raw syscalls rather than os.File:
+// one open, one write, one close per value, errors that keep the errno
+// (errors.Is(err, unix.EBUSY) works) and name the file and the value.
+
+// writeFile writes value to a cgroup interface file in one write(2): the
+// kernel parses each write on its own, so a value must never be split.
+func writeFile(path, value string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		_, err = unix.Write(fd, []byte(value))
+		unix.Close(fd)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s to %s: %w", quoteValue(value), path, err)
+	}
+	return nil
+}
+
+func quoteValue(v string) string {
+	if v == "" || strings.ContainsAny(v, " \t\n") {
+		return strconv.Quote(v)
+	}
+	return v
+}
+
+// readFile reads a whole cgroup interface file: open, read until EOF,
+// close. os.ReadFile would add an fstat (useless: kernfs reports a size of
+// 4096 whatever the content) and a failing epoll registration per file.
+func readFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 0, 512)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
+}
+
+// readInt reads a file holding one integer ("max" reads as -1).
+func readInt(path string) (int64, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := string(bytes.TrimSpace(b))
+	if s == "max" {
+		return -1, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %q is not an integer", path, s)
+	}
+	return v, nil
+}
+
+// keyValue returns the value of "key N" in a flat-keyed file such as
+// cpu.stat, memory.events, pids.events or memory.oom_control
+// (Documentation/admin-guide/cgroup-v2.rst, "Format").
+func keyValue(content []byte, key string) (int64, bool) {
+	for len(content) > 0 {
+		line := content
+		if i := bytes.IndexByte(content, '\n'); i >= 0 {
+			line, content = content[:i], content[i+1:]
+		} else {
+			content = nil
+		}
+		if len(line) > len(key) && line[len(key)] == ' ' && string(line[:len(key)]) == key {
+			v, err := strconv.ParseInt(string(bytes.TrimSpace(line[len(key)+1:])), 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// readKey reads one key of a flat-keyed file.
+func readKey(path, key string) (int64, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := keyValue(b, key)
+	if !ok {
+		return 0, fmt.Errorf("parse %s: no %q line", path, key)
+	}
+	return v, nil
+}
+
+// readPids reads a cgroup.procs file: one pid a line, in the reader's pid
+// namespace.
+func readPids(path string) ([]int, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %q is not a pid", path, f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// isPermission reports errors that mean "this cgroup is not ours to write"
+// (no delegation, not root, read-only cgroupfs), as opposed to a bug or a
+// kernel refusal that a caller must see.
+func isPermission(err error) bool {
+	return errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS)
+}

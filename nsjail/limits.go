@@ -1,0 +1,266 @@
+package nsjail
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/cgroup"
+)
+
+// Limits are the resource limits of one run beyond the tmpfs caps and
+// rlimits of the Spec. A zero field means no limit of that kind.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	CPUs        float64
+	// CPUTime is the total CPU time of every process of the sandbox.
+	CPUTime time.Duration
+	// OutputKill ends the run (status output_limit) when a stream passes
+	// the output cap, instead of keeping its head and tail.
+	OutputKill bool
+	// RequireCgroup fails the run before it starts when no cgroup can
+	// enforce the limits (rather than falling back to rlimits).
+	RequireCgroup bool
+}
+
+// What enforced a limit, in the Result's limits.
+const (
+	ByCgroup2    = "cgroup2"
+	ByCgroup1    = "cgroup1"
+	ByRlimit     = "rlimit"
+	ByTmpfs      = "tmpfs"
+	BySupervisor = "supervisor" // sbx's own timers and output capture
+	ByNone       = "none"
+)
+
+// LimitInfo is one entry of the Result's limits: what was asked, in a
+// base unit, and what enforced it. Never a limit that nothing enforced
+// under another name: those say "none".
+type LimitInfo struct {
+	Value      float64 `json:"value"`
+	Unit       string  `json:"unit"` // bytes, count, cpus, ms
+	EnforcedBy string  `json:"enforced_by"`
+	Note       string  `json:"note,omitempty"`
+}
+
+// rlimitFor returns the Spec's rlimit of that resource, or nil.
+func rlimitFor(s *Spec, resource string) *Rlimit {
+	for i := range s.Rlimits {
+		if s.Rlimits[i].Resource == resource {
+			return &s.Rlimits[i]
+		}
+	}
+	return nil
+}
+
+// setRlimit replaces or adds an rlimit of the Spec, never raising one
+// that is already lower.
+func setRlimit(s *Spec, resource string, v uint64) {
+	if r := rlimitFor(s, resource); r != nil {
+		if v < r.Hard {
+			r.Soft, r.Hard = v, v
+		}
+		return
+	}
+	s.Rlimits = append(s.Rlimits, Rlimit{Resource: resource, Soft: v, Hard: v})
+}
+
+// setCPURlimit sets RLIMIT_CPU to d rounded up to whole seconds, with the
+// hard limit a second later: the kernel sends SIGXCPU at the soft limit
+// and SIGKILL at the hard one, and with the two equal only the SIGKILL
+// would come (kernel/time/posix-cpu-timers.c), which says less about why.
+func setCPURlimit(s *Spec, d time.Duration) {
+	secs := uint64((d + time.Second - 1) / time.Second)
+	if r := rlimitFor(s, "RLIMIT_CPU"); r != nil {
+		r.Soft, r.Hard = secs, secs+1
+		return
+	}
+	s.Rlimits = append(s.Rlimits, Rlimit{Resource: "RLIMIT_CPU", Soft: secs, Hard: secs + 1})
+}
+
+// kernelAtLeast reports whether the running kernel is at least major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
+}
+
+// setupLimits creates the sandbox's cgroup, or, where there is none, puts
+// rlimits in its place, and records what enforces each limit. It changes
+// the Spec's rlimits, so it runs before the Spec is sent.
+func (s *supervisor) setupLimits() error {
+	job := s.job
+	l := job.Limits
+	lim := map[string]LimitInfo{}
+	s.res.Limits = lim
+	spec := &job.Spec
+	for _, r := range []struct{ key, res, unit string }{{"nofile", "RLIMIT_NOFILE", "count"}, {"fsize", "RLIMIT_FSIZE", "bytes"}} {
+		if rl := rlimitFor(spec, r.res); rl != nil {
+			lim[r.key] = LimitInfo{Value: float64(rl.Hard), Unit: r.unit, EnforcedBy: ByRlimit}
+		}
+	}
+	for _, m := range spec.Mounts {
+		switch {
+		case m.Dst == spec.Workdir && m.Size > 0:
+			lim["workspace_size"] = LimitInfo{Value: float64(m.Size), Unit: "bytes", EnforcedBy: ByTmpfs}
+			lim["workspace_inodes"] = LimitInfo{Value: float64(m.Inodes), Unit: "count", EnforcedBy: ByTmpfs}
+		case m.Dst == "/tmp" && m.Size > 0:
+			lim["tmp_size"] = LimitInfo{Value: float64(m.Size), Unit: "bytes", EnforcedBy: ByTmpfs}
+			lim["tmp_inodes"] = LimitInfo{Value: float64(m.Inodes), Unit: "count", EnforcedBy: ByTmpfs}
+		}
+	}
+	if job.Timeout > 0 {
+		lim["wall_time"] = LimitInfo{Value: float64(job.Timeout.Milliseconds()), Unit: "ms", EnforcedBy: BySupervisor}
+	}
+	if job.OutputLimit > 0 {
+		note := "head and tail kept"
+		if l.OutputKill {
+			note = "the run is killed past it"
+		}
+		lim["output"] = LimitInfo{Value: float64(job.OutputLimit), Unit: "bytes", EnforcedBy: BySupervisor, Note: note}
+	}
+	if l.MemoryBytes == 0 && l.Pids == 0 && l.CPUs == 0 && l.CPUTime == 0 {
+		return nil
+	}
+
+	// CleanupStale removes what a SIGKILLed sbx left; it never touches a
+	// group that is in use (each is flock'ed while it lives).
+	go cgroup.CleanupStale()
+	g, err := cgroup.New(spec.ID, cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUs: l.CPUs})
+	if err != nil && l.RequireCgroup {
+		return fmt.Errorf("the profile requires a cgroup: %w (see sbx doctor)", err)
+	}
+	if err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("no cgroup for this run (%v): limits fall back to rlimits", err))
+		s.rlimitFallback(map[string]error{cgroup.KindMemory: err, cgroup.KindPids: err, cgroup.KindCPUs: err}, err)
+		return nil
+	}
+	s.cg = g
+	by := ByCgroup1
+	if g.Mode() == cgroup.ModeV2 {
+		by = ByCgroup2
+	}
+	unenforced := g.Unenforced()
+	if len(unenforced) > 0 && l.RequireCgroup {
+		var names []string
+		for k, e := range unenforced {
+			names = append(names, fmt.Sprintf("%s (%v)", k, e))
+		}
+		return fmt.Errorf("the profile requires a cgroup, but it cannot enforce %s (see sbx doctor)", strings.Join(names, ", "))
+	}
+	for kind, mode := range g.Enforced() {
+		by := ByCgroup1
+		if mode == cgroup.ModeV2 {
+			by = ByCgroup2
+		}
+		switch kind {
+		case cgroup.KindMemory:
+			lim["memory"] = LimitInfo{Value: float64(l.MemoryBytes), Unit: "bytes", EnforcedBy: by, Note: "no swap"}
+		case cgroup.KindPids:
+			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: by, Note: "tasks, the init's threads included"}
+		case cgroup.KindCPUs:
+			lim["cpus"] = LimitInfo{Value: l.CPUs, Unit: "cpus", EnforcedBy: by}
+		}
+	}
+	if l.CPUTime > 0 {
+		// Watched from the group's CPU usage, with RLIMIT_CPU a second
+		// later as a per-process backstop.
+		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: by, Note: "total of every process"}
+		setCPURlimit(spec, l.CPUTime+time.Second)
+	}
+	if len(unenforced) > 0 {
+		var names []string
+		for k, e := range unenforced {
+			names = append(names, fmt.Sprintf("%s: %v", k, e))
+		}
+		s.warnings = append(s.warnings, "cgroup cannot enforce "+strings.Join(names, "; ")+": falling back to rlimits")
+		s.rlimitFallback(unenforced, nil)
+	}
+	return nil
+}
+
+// rlimitFallback enforces with rlimits what no cgroup does. They are per
+// process, and the Result says so: memory as RLIMIT_DATA (private
+// writable memory: the heap and anonymous mappings, Linux 4.7), pids as
+// RLIMIT_NPROC (counted per user namespace since Linux 5.14, so per
+// sandbox; before that, per host user, which would count the caller's
+// own processes: then not enforced), CPU time as RLIMIT_CPU. A CPU share
+// has no rlimit: "none".
+func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
+	l := s.job.Limits
+	spec := &s.job.Spec
+	lim := s.res.Limits
+	if _, ok := kinds[cgroup.KindMemory]; ok && l.MemoryBytes > 0 {
+		setRlimit(spec, "RLIMIT_DATA", uint64(l.MemoryBytes))
+		lim["memory"] = LimitInfo{Value: float64(l.MemoryBytes), Unit: "bytes", EnforcedBy: ByRlimit, Note: "RLIMIT_DATA, per process"}
+	}
+	if _, ok := kinds[cgroup.KindPids]; ok && l.Pids > 0 {
+		if kernelAtLeast(5, 14) {
+			setRlimit(spec, "RLIMIT_NPROC", uint64(l.Pids))
+			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByRlimit, Note: "RLIMIT_NPROC in the sandbox's user namespace"}
+		} else {
+			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByNone, Note: "RLIMIT_NPROC counts per host user before Linux 5.14"}
+		}
+	}
+	if _, ok := kinds[cgroup.KindCPUs]; ok && l.CPUs > 0 {
+		lim["cpus"] = LimitInfo{Value: l.CPUs, Unit: "cpus", EnforcedBy: ByNone, Note: "no rlimit can share out CPU"}
+	}
+	if cgErr != nil && l.CPUTime > 0 {
+		setCPURlimit(spec, l.CPUTime)
+		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: ByRlimit, Note: "RLIMIT_CPU, per process, whole seconds"}
+	}
+}
+
+// DegradedSummary is the one line a terminal user sees when limits fell
+// back to rlimits or are not enforced; "" when nothing did.
+func (r *Result) DegradedSummary() string {
+	var weak []string
+	for _, k := range []string{"memory", "pids", "cpus", "cpu_time"} {
+		if li, ok := r.Limits[k]; ok && (li.EnforcedBy == ByRlimit || li.EnforcedBy == ByNone) {
+			weak = append(weak, k+" by "+li.EnforcedBy)
+		}
+	}
+	if len(weak) == 0 {
+		return ""
+	}
+	return "no cgroup enforces this run's limits: " + strings.Join(weak, ", ") + " (sbx doctor says why)"
+}
+
+// classifyLimits turns kernel evidence into the run's status: the OOM
+// killer's count, refused forks, and the supervisor's own kills.
+func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {
+	res := s.res
+	ws := unix.WaitStatus(0)
+	if exit != nil {
+		ws = unix.WaitStatus(exit.WaitStatus)
+	}
+	switch {
+	case st != nil && st.OOMKills > 0 && (exit == nil || ws.Signaled() && ws.Signal() == unix.SIGKILL):
+		res.Status, res.ExitCode = StatusMemoryLimit, ExitKilled
+		res.Message = fmt.Sprintf("memory limit of %d bytes reached: the kernel's OOM killer ended the payload", s.job.Limits.MemoryBytes)
+	case st != nil && st.PidsMaxEvents > 0:
+		res.PidsLimitHit = true
+		// The pids controller never kills: the run ended because of it
+		// when forks failed and the payload then failed (or the init
+		// could not make a thread and the sandbox died).
+		if exit == nil || res.Status == StatusExit || res.Status == StatusSignal {
+			res.Status, res.ExitCode = StatusPidsLimit, ExitKilled
+			res.Message = fmt.Sprintf("pids limit of %d reached: %d forks were refused and the payload failed", s.job.Limits.Pids, st.PidsMaxEvents)
+		}
+	case exit == nil:
+		return
+	case ws.Signaled() && s.job.Limits.CPUTime > 0 && (ws.Signal() == unix.SIGXCPU ||
+		ws.Signal() == unix.SIGKILL && time.Duration(exit.UserUS+exit.SystemUS)*time.Microsecond >= s.job.Limits.CPUTime):
+		// RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second later
+		// if the payload caught it.
+		res.Status, res.ExitCode, res.Signal = StatusCPULimit, ExitTimeLimit, nil
+		res.Message = fmt.Sprintf("CPU time limit of %v reached (RLIMIT_CPU, per process)", s.job.Limits.CPUTime)
+	}
+}

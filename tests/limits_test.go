@@ -1,0 +1,184 @@
+//go:build integration
+
+package tests
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+// enforcedByCgroup tells whether a limit of the run was the cgroup's
+// (root here) or an rlimit (uid 65534, with no delegated cgroup).
+func enforcedByCgroup(res *nsjail.Result, key string) bool {
+	by := res.Limits[key].EnforcedBy
+	return by == nsjail.ByCgroup1 || by == nsjail.ByCgroup2
+}
+
+// wantEnforcement checks that the Result names the mechanism the runner
+// must get: a cgroup as root, the rlimit fallback unprivileged.
+func wantEnforcement(t *testing.T, r runner, res *nsjail.Result, key string) {
+	t.Helper()
+	by := res.Limits[key].EnforcedBy
+	if r.uid == 0 && by != nsjail.ByCgroup1 && by != nsjail.ByCgroup2 {
+		t.Errorf("limits.%s enforced by %q as root, want a cgroup (%+v)", key, by, res.Limits)
+	}
+	if r.uid != 0 && os.Getenv("SBX_TEST_DELEGATED") == "" && by != nsjail.ByRlimit && by != nsjail.ByNone {
+		t.Errorf("limits.%s enforced by %q without a delegated cgroup, want rlimit or none", key, by)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, out := r.result(t, "--memory", "128M", data("memory_bomb.py"))
+		wantEnforcement(t, r, res, "memory")
+		if strings.Contains(res.Stdout, "survived") {
+			t.Fatalf("1 GiB allocated under a 128M limit (%s)", res.Status)
+		}
+		if enforcedByCgroup(res, "memory") {
+			if res.Status != nsjail.StatusMemoryLimit || out.code != nsjail.ExitKilled {
+				t.Errorf("status %s exit %d (%s), want memory_limit/137", res.Status, out.code, res.Message)
+			}
+			if res.Usage.PeakMemoryBytes > 128<<20+(8<<20) || res.Usage.PeakMemoryBytes < 64<<20 {
+				t.Errorf("peak_memory_bytes %d, want near the 128M cap", res.Usage.PeakMemoryBytes)
+			}
+		} else if !strings.Contains(res.Stderr, "MemoryError") {
+			t.Errorf("rlimit fallback: stderr %q, want a MemoryError", res.Stderr)
+		}
+	})
+}
+
+func TestForkBombContained(t *testing.T) {
+	before := countProcesses()
+	forEach(t, func(t *testing.T, r runner) {
+		res, out := r.result(t, "--pids", "32", "--timeout", "20s", data("fork_bomb.py"))
+		wantEnforcement(t, r, res, "pids")
+		if !strings.Contains(res.Stdout, "then BlockingIOError") {
+			t.Fatalf("the fork bomb was not refused: %s %q %q", res.Status, res.Stdout, res.Stderr)
+		}
+		if res.Status != nsjail.StatusPidsLimit && enforcedByCgroup(res, "pids") {
+			t.Errorf("status %s (%s), want pids_limit", res.Status, res.Message)
+		}
+		if res.Usage.PidsPeak > 32 {
+			t.Errorf("pids_peak %d, past the limit of 32", res.Usage.PidsPeak)
+		}
+		if enforcedByCgroup(res, "pids") && (res.Usage.PidsPeak == 0 || !res.PidsLimitHit || out.code != nsjail.ExitKilled) {
+			t.Errorf("pids_peak %d pids_limit_hit %v exit %d", res.Usage.PidsPeak, res.PidsLimitHit, out.code)
+		}
+	})
+	if after := countProcesses(); after > before+5 {
+		t.Errorf("host processes: %d before, %d after", before, after)
+	}
+}
+
+func countProcesses() int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if e.Name()[0] >= '0' && e.Name()[0] <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCPUTimeLimit(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, out := r.result(t, "--cpu-time", "1s", "--timeout", "20s", data("burn.py"), "1")
+		wantEnforcement(t, r, res, "cpu_time")
+		if res.Status != nsjail.StatusCPULimit || out.code != nsjail.ExitTimeLimit {
+			t.Fatalf("status %s exit %d (%s), want cpu_limit/124", res.Status, out.code, res.Message)
+		}
+		if res.Usage.CPUMS < 500 || res.Usage.CPUMS > 1500 {
+			t.Errorf("cpu_ms %d, want within 0.5 s of 1 s", res.Usage.CPUMS)
+		}
+	})
+}
+
+func TestCPUTimeIsTotal(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, _ := r.result(t, "--cpu-time", "2s", "--cpus", "4", "--timeout", "30s", data("burn.py"), "4")
+		if res.Status != nsjail.StatusCPULimit {
+			t.Fatalf("status %s (%s), want cpu_limit", res.Status, res.Message)
+		}
+		if !enforcedByCgroup(res, "cpu_time") {
+			// RLIMIT_CPU is per process: the Result must say so.
+			if !strings.Contains(res.Limits["cpu_time"].Note, "per process") {
+				t.Errorf("rlimit cpu_time without saying it is per process: %+v", res.Limits["cpu_time"])
+			}
+			return
+		}
+		if res.Usage.CPUMS < 1500 || res.Usage.CPUMS > 3000 {
+			t.Errorf("cpu_ms %d over four processes, want about 2 s in total", res.Usage.CPUMS)
+		}
+	})
+}
+
+func TestWallTimeout(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, out := r.result(t, "--timeout", "1s", "-c", "import time; print('sleeping', flush=True); time.sleep(100)")
+		if res.Status != nsjail.StatusTimeout || out.code != nsjail.ExitTimeLimit || res.Stdout != "sleeping\n" {
+			t.Fatalf("status %s exit %d stdout %q, want timeout/124", res.Status, out.code, res.Stdout)
+		}
+		if res.Usage.WallMS > 10000 {
+			t.Errorf("wall_ms %d: sbx did not return soon after the limit", res.Usage.WallMS)
+		}
+	})
+}
+
+func TestCPUQuota(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, _ := r.result(t, "--cpus", "0.5", "--cpu-time", "60s", data("burn.py"), "1", "2")
+		if !enforcedByCgroup(res, "cpus") {
+			if res.Limits["cpus"].EnforcedBy != nsjail.ByNone {
+				t.Errorf("cpus without a cgroup: %+v, want none", res.Limits["cpus"])
+			}
+			return
+		}
+		if res.Status != nsjail.StatusOK {
+			t.Fatalf("status %s (%s)", res.Status, res.Message)
+		}
+		ratio := float64(res.Usage.CPUMS) / 2000
+		if ratio < 0.375 || ratio > 0.625 {
+			t.Errorf("cpu_ms %d over a 2 s busy loop at 0.5 CPU: ratio %.2f, want 0.5 ±25%%", res.Usage.CPUMS, ratio)
+		}
+	})
+}
+
+func TestOutputLimit(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, _ := r.result(t, "--output-limit", "1M", data("flood.py"), "100")
+		if res.Status != nsjail.StatusOK {
+			t.Fatalf("status %s (%s)", res.Status, res.Message)
+		}
+		if !res.StdoutTruncated || res.StdoutBytes < 100e6 || len(res.Stdout) > 1<<20+100 {
+			t.Errorf("truncated %v, stdout_bytes %d, kept %d", res.StdoutTruncated, res.StdoutBytes, len(res.Stdout))
+		}
+		if !strings.HasPrefix(res.Stdout, "HEAD-MARKER\n") || !strings.HasSuffix(res.Stdout, "TAIL-MARKER\n") || !strings.Contains(res.Stdout, " bytes elided ...]") {
+			t.Errorf("stdout lacks head, marker or tail: %q ... %q", res.Stdout[:40], res.Stdout[len(res.Stdout)-40:])
+		}
+		res, out := r.result(t, "--output-limit", "1M", "--output-policy", "kill", data("flood.py"), "100")
+		if res.Status != nsjail.StatusOutputLimit || out.code != nsjail.ExitKilled {
+			t.Errorf("kill policy: status %s exit %d, want output_limit/137", res.Status, out.code)
+		}
+	})
+}
+
+func TestWorkspaceCapsByFlag(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		var fill struct {
+			Error   string `json:"error"`
+			Written int64  `json:"written"`
+		}
+		r.okResult(t, &fill, "--workspace-size", "8M", data("fill.py"), "/workspace", "bytes")
+		if fill.Error != "ENOSPC" || fill.Written > 8<<20 {
+			t.Errorf("past --workspace-size 8M: %+v", fill)
+		}
+		r.okResult(t, &fill, "--workspace-inodes", "100", data("fill.py"), "/workspace", "inodes")
+		if fill.Error != "ENOSPC" || fill.Written > 100 {
+			t.Errorf("past --workspace-inodes 100: %+v", fill)
+		}
+	})
+}
