@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 
 LIBSECCOMP_A := $(firstword $(wildcard /usr/lib/*/libseccomp.a /usr/lib/libseccomp.a /usr/lib64/libseccomp.a))
 
-.PHONY: all sbx deps test unit integration vet bench clean
+.PHONY: all sbx deps test unit integration vet bench vmtest clean
 
 all: sbx
 
@@ -45,6 +45,28 @@ test: vet unit integration
 
 bench: sbx
 	./bench/bench.sh
+
+# vmtest: the limits' integration tests (and the cgroup package's) on a
+# pure cgroup v2 kernel, booted under QEMU by the shared run-in-vm.sh: as
+# root, and as uid 1000 in a delegated subtree where each sbx gets a cgroup
+# of its own (tests/vm/own-cgroup.sh, like systemd-run --scope). Binaries
+# are built here; the VM shares them and the checkout read-only.
+VMTEST  ?= $(firstword $(wildcard $(CURDIR)/../shared/vmtest/run-in-vm.sh /work/shared/vmtest/run-in-vm.sh))
+VMDIR   ?= /var/tmp/sbx-vmtest
+VMTESTS ?= TestHello|TestIsolation|TestMemoryLimit|TestForkBombContained|TestCPUTimeLimit|TestCPUTimeIsTotal|TestWallTimeout|TestCPUQuota|TestZZNothingLeftBehind
+vmtest: deps
+	@test -n "$(VMTEST)" || { echo "make vmtest: run-in-vm.sh not found; set VMTEST=/path/to/run-in-vm.sh" >&2; exit 1; }
+	rm -rf $(VMDIR) && mkdir -p $(VMDIR) && chmod 755 $(VMDIR)
+	$(MAKE) --no-print-directory sbx OUT=$(VMDIR)/sbx
+	$(GO) test -c -tags integration -o $(VMDIR)/integration.test ./tests
+	$(GO) test -c -o $(VMDIR)/cgroup.test ./cgroup
+	cd cgroup && $(VMTEST) -r $(VMDIR) -e SBX_CGROUP_WANT=cgroup2 $(VMDIR)/cgroup.test
+	cd tests && $(VMTEST) -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
+		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
+	cd tests && $(VMTEST) -u 1000 -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
+		-e SBX_TEST_DELEGATED=1 -e SBX_TEST_WRAP=$(CURDIR)/tests/vm/own-cgroup.sh \
+		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
+	rm -rf $(VMDIR)
 
 clean:
 	rm -f sbx

@@ -39,7 +39,15 @@ func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
 
+// mountsAtStart is the host's mount table before any test ran.
+var mountsAtStart = map[string]bool{}
+
 func testMain(m *testing.M) int {
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(mi), "\n") {
+			mountsAtStart[line] = true
+		}
+	}
 	var err error
 	repoDir, err = filepath.Abs("..")
 	if err != nil {
@@ -121,6 +129,11 @@ func forEach(t *testing.T, fn func(t *testing.T, r runner)) {
 }
 
 func (r runner) command(args ...string) *exec.Cmd {
+	// SBX_TEST_WRAP runs sbx through a wrapper, e.g. tests/vm/own-cgroup.sh
+	// to give each sbx a delegated cgroup of its own (make vmtest).
+	if w := os.Getenv("SBX_TEST_WRAP"); w != "" && r.uid == os.Geteuid() {
+		return exec.Command(w, append([]string{sbxBin}, args...)...)
+	}
 	if r.uid != os.Geteuid() {
 		args = append([]string{fmt.Sprintf("--reuid=%d", r.uid), fmt.Sprintf("--regid=%d", r.uid), "--clear-groups", sbxBin}, args...)
 		return exec.Command("setpriv", args...)
