@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -96,6 +95,7 @@ func newApp(args []string) *cli.App {
 		Commands: []*cli.Command{
 			execCommand(args),
 			profileCommand(),
+			doctorCommand(),
 		},
 	}
 }
@@ -187,6 +187,9 @@ func execAction(c *cli.Context, rawArgs []string) error {
 			return fail(fmt.Errorf("--env %q: want KEY=VALUE", kv))
 		}
 	}
+	if err := checkRequired(prof); err != nil {
+		return fail(err)
+	}
 	spec, err := prof.Spec(id, env)
 	if err != nil {
 		return fail(err)
@@ -202,14 +205,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		Timeout:     time.Duration(prof.Limits.WallTime),
 		OutputDir:   c.String("output-dir"),
 		Signals:     sigs,
-		Limits: nsjail.Limits{
-			MemoryBytes:   int64(prof.Limits.Memory),
-			Pids:          prof.Limits.Pids,
-			CPUs:          prof.Limits.CPUs,
-			CPUTime:       time.Duration(prof.Limits.CPUTime),
-			OutputKill:    prof.Limits.OutputPolicy == "kill",
-			RequireCgroup: slices.Contains(prof.Require, "cgroup"),
-		},
+		Limits:      profileLimits(prof),
 	}
 	var proxy *netproxy.Proxy
 	if prof.Network.Mode == "allow" {
@@ -240,7 +236,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 			res.Message = err.Error()
 		}
 	}
-	if !asJSON {
+	if !asJSON && res.Status != nsjail.StatusSetupError {
 		if line := res.DegradedSummary(); line != "" {
 			fmt.Fprintln(os.Stderr, "sbx: warning: "+line)
 		}

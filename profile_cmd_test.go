@@ -66,8 +66,8 @@ func TestProfileShowStrict(t *testing.T) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
 	}
-	// One line per key, 25 keys, two header lines.
-	if n := strings.Count(out, "\n"); n != 27 {
+	// One line per key, 29 keys, two header lines.
+	if n := strings.Count(out, "\n"); n != 31 {
 		t.Errorf("%d lines:\n%s", n, out)
 	}
 }

@@ -218,21 +218,6 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 	}
 }
 
-// DegradedSummary is the one line a terminal user sees when limits fell
-// back to rlimits or are not enforced; "" when nothing did.
-func (r *Result) DegradedSummary() string {
-	var weak []string
-	for _, k := range []string{"memory", "pids", "cpus", "cpu_time"} {
-		if li, ok := r.Limits[k]; ok && (li.EnforcedBy == ByRlimit || li.EnforcedBy == ByNone) {
-			weak = append(weak, k+" by "+li.EnforcedBy)
-		}
-	}
-	if len(weak) == 0 {
-		return ""
-	}
-	return "no cgroup enforces this run's limits: " + strings.Join(weak, ", ") + " (sbx doctor says why)"
-}
-
 // classifyLimits turns kernel evidence into the run's status: the OOM
 // killer's count, refused forks, and the supervisor's own kills.
 func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {

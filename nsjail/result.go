@@ -56,6 +56,9 @@ type Result struct {
 	// Limits says, for each limit of the run, its value and what enforced
 	// it (cgroup2, cgroup1, rlimit, tmpfs, supervisor, or none).
 	Limits map[string]LimitInfo `json:"limits"`
+	// Layers says what each layer of the sandbox was: on, degraded (weaker
+	// than asked) or off.
+	Layers map[string]Layer `json:"layers"`
 	// PidsLimitHit: forks were refused at the pids limit during the run,
 	// whatever ended it.
 	PidsLimitHit bool `json:"pids_limit_hit"`

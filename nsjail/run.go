@@ -486,6 +486,7 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 	default:
 		s.classifyLimits(st, exit)
 	}
+	s.fillLayers(exit)
 	if st != nil {
 		// The group saw every process, the init's few ms included.
 		u := &res.Usage

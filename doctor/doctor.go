@@ -1,0 +1,210 @@
+// Package doctor probes what sbx can enforce on this host, from where it
+// runs, and says how to fix what is missing: unprivileged user
+// namespaces, the cgroup mode and usable controllers, seccomp and user
+// notification, CLONE_INTO_CGROUP, pidfd, Landlock, the rootfs's Python,
+// and a real trial sandbox.
+package doctor
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Status of one check.
+type Status string
+
+const (
+	OK   Status = "ok"
+	Warn Status = "warn" // sbx works, with a weaker or slower layer
+	Fail Status = "fail" // the default profile cannot run
+	Info Status = "info"
+)
+
+// Check is one probe's finding.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Report is everything doctor found.
+type Report struct {
+	Kernel string  `json:"kernel"`
+	UID    int     `json:"uid"`
+	Checks []Check `json:"checks"`
+	// OK is true when everything the default profile needs is there.
+	OK bool `json:"ok"`
+}
+
+// Probe is one named check.
+type Probe struct {
+	Name string
+	Run  func() Check
+}
+
+// Run runs the probes in order.
+func Run(probes []Probe) *Report {
+	r := &Report{UID: os.Getuid(), OK: true}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		r.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	for _, p := range probes {
+		c := p.Run()
+		c.Name = p.Name
+		if c.Status == Fail {
+			r.OK = false
+		}
+		r.Checks = append(r.Checks, c)
+	}
+	return r
+}
+
+// Find returns the check named name.
+func (r *Report) Find(name string) (Check, bool) {
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Check{}, false
+}
+
+func readSysctl(path string) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}
+
+// UserNSSysctls reads the knobs that forbid unprivileged user namespaces.
+func UserNSSysctls() Check {
+	var problems, fixes, seen []string
+	if v, ok := readSysctl("/proc/sys/kernel/unprivileged_userns_clone"); ok {
+		seen = append(seen, "kernel.unprivileged_userns_clone="+v)
+		if v == "0" {
+			problems = append(problems, "kernel.unprivileged_userns_clone=0")
+			fixes = append(fixes, "sysctl -w kernel.unprivileged_userns_clone=1")
+		}
+	}
+	if v, ok := readSysctl("/proc/sys/user/max_user_namespaces"); ok {
+		seen = append(seen, "user.max_user_namespaces="+v)
+		if v == "0" {
+			problems = append(problems, "user.max_user_namespaces=0")
+			fixes = append(fixes, "sysctl -w user.max_user_namespaces=15000")
+		}
+	}
+	if v, ok := readSysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); ok {
+		seen = append(seen, "kernel.apparmor_restrict_unprivileged_userns="+v)
+		if v == "1" {
+			problems = append(problems, "AppArmor restricts unprivileged user namespaces")
+			fixes = append(fixes, "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (or give sbx an AppArmor profile with 'userns,')")
+		}
+	}
+	if len(problems) > 0 {
+		st := Fail
+		if os.Getuid() == 0 && len(problems) == 1 && strings.HasPrefix(problems[0], "kernel.unprivileged") {
+			st = Warn // root is not bound by that knob
+		}
+		return Check{Status: st, Detail: strings.Join(problems, "; "), Fix: strings.Join(fixes, "; ")}
+	}
+	if len(seen) == 0 {
+		seen = []string{"no restricting sysctl on this kernel"}
+	}
+	return Check{Status: OK, Detail: strings.Join(seen, ", ")}
+}
+
+// Pidfd checks pidfd_open(2) (Linux 5.3), which lets sbx signal and wait
+// for its init without pid reuse races.
+func Pidfd() Check {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return Check{Status: Warn, Detail: fmt.Sprintf("pidfd_open: %v", err), Fix: "a kernel of 5.3 or later"}
+	}
+	unix.Close(fd)
+	return Check{Status: OK, Detail: "pidfd_open works"}
+}
+
+// Landlock reports the Landlock ABI version (landlock_create_ruleset(2)
+// with LANDLOCK_CREATE_RULESET_VERSION). sbx does not need it; it is
+// reported for completeness.
+func Landlock() Check {
+	const createRulesetVersion = 1
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, createRulesetVersion)
+	if errno != 0 {
+		return Check{Status: Info, Detail: fmt.Sprintf("not available: %v", errno)}
+	}
+	return Check{Status: Info, Detail: fmt.Sprintf("ABI %d", v)}
+}
+
+// SeccompUserNotif checks that the kernel can report filtered syscalls to
+// a listener (SECCOMP_RET_USER_NOTIF, Linux 5.0), which is how sbx names
+// every denied syscall in the Result.
+func SeccompUserNotif() Check {
+	v, ok := readSysctl("/proc/sys/kernel/seccomp/actions_avail")
+	if !ok {
+		return Check{Status: Fail, Detail: "no /proc/sys/kernel/seccomp/actions_avail: seccomp filters are not available", Fix: "a kernel built with CONFIG_SECCOMP_FILTER"}
+	}
+	if !strings.Contains(" "+v+" ", " user_notif ") {
+		return Check{Status: Warn, Detail: "seccomp without user notification (" + v + "): denials are refused but cannot be reported", Fix: "a kernel of 5.0 or later"}
+	}
+	return Check{Status: OK, Detail: "actions: " + v}
+}
+
+// Cgroup reports the mode sbx can use from where it runs and the
+// controllers it can use there.
+func Cgroup(probe func() (mode string, controllers []string, err error)) Check {
+	mode, ctrls, err := probe()
+	c := Check{Detail: fmt.Sprintf("mode %s, controllers %s", mode, strings.Join(ctrls, " "))}
+	if len(ctrls) == 0 {
+		c.Detail = "mode " + mode + ", no usable controller"
+	}
+	need := []string{"memory", "pids", "cpu"}
+	var missing []string
+	for _, n := range need {
+		found := false
+		for _, have := range ctrls {
+			found = found || have == n
+		}
+		if !found {
+			missing = append(missing, n)
+		}
+	}
+	switch {
+	case err != nil || mode == "none":
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("%v: memory, pids and CPU time fall back to per-process rlimits, the CPU share is not enforced", err)
+		c.Fix = "run sbx as root, or in a cgroup delegated to you: systemd-run --user --scope -p Delegate=yes sbx ... (cgroup v2), or a systemd unit with Delegate=yes"
+	case len(missing) > 0:
+		c.Status = Warn
+		c.Detail += "; missing " + strings.Join(missing, ", ") + ": those limits fall back to rlimits"
+		c.Fix = "delegate the missing controllers to sbx's cgroup (systemd: Delegate=yes; or echo +memory +pids +cpu > PARENT/cgroup.subtree_control)"
+	default:
+		c.Status = OK
+	}
+	return c
+}
+
+// CloneIntoCgroup says whether the init can be born in its cgroup
+// (clone3 CLONE_INTO_CGROUP: cgroup v2 and Linux 5.7).
+func CloneIntoCgroup(mode string) Check {
+	switch mode {
+	case "none":
+		return Check{Status: Info, Detail: "no cgroup to be born in"}
+	case "cgroup1":
+		return Check{Status: Info, Detail: "not on cgroup v1: the init is attached to its cgroup while it sets up"}
+	}
+	var u unix.Utsname
+	unix.Uname(&u)
+	var ma, mi int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	if ma > 5 || ma == 5 && mi >= 7 {
+		return Check{Status: OK, Detail: "cgroup v2 and Linux 5.7+: the init is born in its cgroup"}
+	}
+	return Check{Status: Warn, Detail: "Linux before 5.7: the init is attached after the clone", Fix: "a kernel of 5.7 or later"}
+}

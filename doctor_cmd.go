@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/doctor"
+	"github.com/sbx-sandbox/sbx/nsjail"
+	"github.com/sbx-sandbox/sbx/profiles"
+	"github.com/sbx-sandbox/sbx/seccomp"
+)
+
+func doctorCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "doctor",
+		Usage: "say what sbx can enforce on this host, from where it runs, and how to fix what is missing",
+		Description: "Probes unprivileged user namespaces (and what forbids them), the cgroup mode and\n" +
+			"the controllers sbx can use from its own cgroup, seccomp and user notification,\n" +
+			"CLONE_INTO_CGROUP, pidfd, Landlock, the rootfs's Python and data stack, and runs\n" +
+			"a real trial sandbox. Exit status 0 when everything the default profile needs\n" +
+			"is there (a missing cgroup is a warning: limits then fall back to rlimits).",
+		OnUsageError: usageError,
+		Flags:        []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object"}},
+		Action: func(c *cli.Context) error {
+			rep := runDoctor()
+			if c.Bool("json") {
+				printJSON(rep)
+			} else {
+				printDoctor(rep)
+			}
+			if !rep.OK {
+				exitCode = 1
+			}
+			return nil
+		},
+	}
+}
+
+// doctorReport is doctor's report plus the cgroup facts tests and tools
+// read directly.
+type doctorReport struct {
+	*doctor.Report
+	Cgroup struct {
+		Mode        string   `json:"mode"`
+		Controllers []string `json:"controllers"`
+	} `json:"cgroup"`
+	Python *trialPython `json:"python,omitempty"`
+}
+
+type trialPython struct {
+	Version string          `json:"version"`
+	Modules map[string]bool `json:"modules"`
+}
+
+func runDoctor() *doctorReport {
+	out := &doctorReport{}
+	mode, ctrls, cgErr := cgroup.Probe()
+	out.Cgroup.Mode, out.Cgroup.Controllers = string(mode), ctrls
+	if out.Cgroup.Controllers == nil {
+		out.Cgroup.Controllers = []string{}
+	}
+	probes := []doctor.Probe{
+		{Name: "user namespaces", Run: doctor.UserNSSysctls},
+		{Name: "cgroup", Run: func() doctor.Check {
+			return doctor.Cgroup(func() (string, []string, error) { return string(mode), ctrls, cgErr })
+		}},
+		{Name: "CLONE_INTO_CGROUP", Run: func() doctor.Check { return doctor.CloneIntoCgroup(string(mode)) }},
+		{Name: "seccomp", Run: seccompCheck},
+		{Name: "pidfd", Run: doctor.Pidfd},
+		{Name: "Landlock", Run: doctor.Landlock},
+		{Name: "trial sandbox", Run: func() doctor.Check { c, py := trialSandbox(); out.Python = py; return c }},
+		{Name: "rootfs python3", Run: func() doctor.Check { return pythonCheck(out.Python) }},
+	}
+	out.Report = doctor.Run(probes)
+	return out
+}
+
+// seccompCheck: the kernel's support, then both built-in policies compile.
+func seccompCheck() doctor.Check {
+	c := doctor.SeccompUserNotif()
+	if c.Status == doctor.Fail {
+		return c
+	}
+	var compiled []string
+	for _, name := range seccomp.Names() {
+		p, err := seccomp.Builtin(name)
+		if err == nil && p != nil {
+			_, err = seccomp.Compile(p)
+			compiled = append(compiled, name)
+		}
+		if err != nil {
+			return doctor.Check{Status: doctor.Fail, Detail: fmt.Sprintf("policy %s does not compile: %v", name, err), Fix: "rebuild sbx against libseccomp 2.5 or later"}
+		}
+	}
+	c.Detail += "; policies " + strings.Join(compiled, " and ") + " compile"
+	return c
+}
+
+// trialScript reports the rootfs's Python and which of the data stack
+// imports.
+const trialScript = `import importlib, json, sys
+mods = {}
+for m in ("numpy", "pandas", "matplotlib"):
+    try:
+        importlib.import_module(m)
+        mods[m] = True
+    except Exception:
+        mods[m] = False
+print(json.dumps({"version": sys.version.split()[0], "modules": mods}))`
+
+// trialSandbox builds a real sandbox with the default profile and runs the
+// trial script in it.
+func trialSandbox() (doctor.Check, *trialPython) {
+	prof, err := profiles.Load(profiles.DefaultName)
+	if err != nil {
+		return doctor.Check{Status: doctor.Fail, Detail: err.Error()}, nil
+	}
+	spec, err := prof.Spec(newRunID(), nil)
+	if err != nil {
+		return doctor.Check{Status: doctor.Fail, Detail: err.Error()}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	res := nsjail.Run(ctx, &nsjail.Job{
+		Spec:        spec,
+		Payload:     nsjail.Payload{Argv: []string{"python3", "-c", trialScript}},
+		OutputLimit: 1 << 20,
+		Timeout:     60 * time.Second,
+		Limits:      profileLimits(prof),
+	})
+	switch {
+	case res.Status == nsjail.StatusSetupError:
+		return doctor.Check{Status: doctor.Fail, Detail: res.Message, Fix: "see the other checks; user namespaces are the usual cause"}, nil
+	case res.ExitCode == nsjail.ExitNotFound:
+		return doctor.Check{Status: doctor.OK, Detail: fmt.Sprintf("a sandbox was built and run in %v (no python3 in it)", time.Since(start).Round(time.Millisecond))}, nil
+	case res.Status != nsjail.StatusOK:
+		return doctor.Check{Status: doctor.Fail, Detail: fmt.Sprintf("the trial payload ended with %s: %s %s", res.Status, res.Message, strings.TrimSpace(res.Stderr))}, nil
+	}
+	var py trialPython
+	if err := json.Unmarshal([]byte(res.Stdout), &py); err != nil {
+		return doctor.Check{Status: doctor.Fail, Detail: "the trial payload printed " + res.Stdout}, nil
+	}
+	d := fmt.Sprintf("built, ran and tore down a sandbox in %v", time.Since(start).Round(time.Millisecond))
+	if l := res.Layers["cgroup"]; l.State == nsjail.LayerDegraded {
+		d += "; " + l.Detail
+	}
+	return doctor.Check{Status: doctor.OK, Detail: d}, &py
+}
+
+func pythonCheck(py *trialPython) doctor.Check {
+	if py == nil {
+		return doctor.Check{Status: doctor.Fail, Detail: "no python3 ran in the trial sandbox", Fix: "install python3 on the host (the default rootfs is the host's /usr), or give --rootfs a tree with python3"}
+	}
+	var have, missing []string
+	for _, m := range []string{"numpy", "pandas", "matplotlib"} {
+		if py.Modules[m] {
+			have = append(have, m)
+		} else {
+			missing = append(missing, m)
+		}
+	}
+	c := doctor.Check{Status: doctor.OK, Detail: "Python " + py.Version}
+	if len(have) > 0 {
+		c.Detail += "; imports " + strings.Join(have, ", ")
+	}
+	if len(missing) > 0 {
+		c.Status = doctor.Info
+		c.Detail += "; not installed: " + strings.Join(missing, ", ")
+		c.Fix = "apt-get install python3-numpy python3-pandas python3-matplotlib, for data analysis"
+	}
+	return c
+}
+
+func printDoctor(r *doctorReport) {
+	fmt.Printf("sbx doctor: kernel %s, uid %d\n\n", r.Kernel, r.UID)
+	for _, c := range r.Checks {
+		fmt.Printf("  %-4s  %-18s %s\n", strings.ToUpper(string(c.Status)), c.Name, c.Detail)
+		if c.Fix != "" {
+			fmt.Printf("  %-4s  %-18s fix: %s\n", "", "", c.Fix)
+		}
+	}
+	if r.OK {
+		fmt.Println("\nEverything the default profile needs is here.")
+	} else {
+		fmt.Println("\nThe default profile cannot run here: fix the FAIL lines above.")
+	}
+}
+
+// profileLimits is the part of a profile that nsjail.Limits carries.
+func profileLimits(p *profiles.Profile) nsjail.Limits {
+	return nsjail.Limits{
+		MemoryBytes:   int64(p.Limits.Memory),
+		Pids:          p.Limits.Pids,
+		CPUs:          p.Limits.CPUs,
+		CPUTime:       time.Duration(p.Limits.CPUTime),
+		OutputKill:    p.Limits.OutputPolicy == "kill",
+		RequireCgroup: requires(p, "cgroup"),
+	}
+}
+
+func requires(p *profiles.Profile, layer string) bool {
+	for _, r := range p.Require {
+		if r == layer {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRequired fails a run before anything starts when a required layer
+// cannot be had: the policy turns it off, or the host lacks it. The
+// cgroup is checked when it is created (nsjail.Limits.RequireCgroup).
+func checkRequired(p *profiles.Profile) error {
+	for _, layer := range p.Require {
+		switch layer {
+		case "seccomp":
+			if p.Seccomp.Policy == seccomp.None {
+				return fmt.Errorf("the profile requires seccomp, but seccomp.policy is \"none\" (%s): set it to allowlist or denylist", p.Origin("seccomp.policy"))
+			}
+			if c := doctor.SeccompUserNotif(); c.Status == doctor.Fail {
+				return fmt.Errorf("the profile requires seccomp: %s (fix: %s)", c.Detail, c.Fix)
+			}
+		case "userns", "netns":
+			// sbx always runs in its own user and network namespaces:
+			// without them there is no sandbox at all, and the run fails
+			// before the payload starts, naming the cause.
+		}
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package nsjail
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Layer states in the Result's layers.
+const (
+	LayerOn       = "on"
+	LayerDegraded = "degraded" // in place, but weaker than asked (e.g. rlimits for a cgroup)
+	LayerOff      = "off"      // turned off by the profile
+)
+
+// Layer says what one layer of the sandbox was during a run.
+type Layer struct {
+	State  string `json:"state"`
+	Detail string `json:"detail"`
+}
+
+// fillLayers states every layer of the run. It is called once the run is
+// over, from what the supervisor set up and what the init reported.
+func (s *supervisor) fillLayers(exit *StatusMsg) {
+	spec := &s.job.Spec
+	uid, _ := hostIDs(spec.ID)
+	l := map[string]Layer{
+		"namespaces": {LayerOn, "user, mount, pid, net, ipc, uts and cgroup namespaces of its own"},
+		"identity":   {LayerOn, fmt.Sprintf("uid %d inside, host uid %d (never host root)", spec.UID, uid)},
+		"privileges": {LayerOn, "every capability set empty, no_new_privs, securebits locked, no nested user namespaces"},
+		"filesystem": {LayerOn, "read-only root after pivot_root; tmpfs workspace and /tmp; minimal /dev; nothing of the host writable"},
+	}
+	if spec.Proxy {
+		l["network"] = Layer{LayerOn, "only lo; egress through sbx's allowlist proxy"}
+	} else {
+		l["network"] = Layer{LayerOn, "only lo: no network"}
+	}
+	switch {
+	case spec.Seccomp == "none":
+		l["seccomp"] = Layer{LayerOff, "no syscall filter (seccomp.policy none)"}
+	case exit != nil && exit.Filtered && !exit.DenialsKnown:
+		l["seccomp"] = Layer{LayerDegraded, spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}
+	default:
+		l["seccomp"] = Layer{LayerOn, spec.Seccomp + " filter, denials reported"}
+	}
+	var weak, strong []string
+	for _, k := range []string{"memory", "pids", "cpus", "cpu_time"} {
+		li, ok := s.res.Limits[k]
+		if !ok {
+			continue
+		}
+		if li.EnforcedBy == ByCgroup1 || li.EnforcedBy == ByCgroup2 {
+			strong = append(strong, k)
+		} else {
+			weak = append(weak, k+" by "+li.EnforcedBy)
+		}
+	}
+	switch {
+	case s.cg == nil && len(weak) == 0:
+		l["cgroup"] = Layer{LayerOff, "no cgroup limit asked"}
+	case len(weak) == 0:
+		l["cgroup"] = Layer{LayerOn, fmt.Sprintf("%s: %s", s.res.Limits[strong[0]].EnforcedBy, strings.Join(strong, ", "))}
+	default:
+		sort.Strings(weak)
+		l["cgroup"] = Layer{LayerDegraded, "limits without a cgroup: " + strings.Join(weak, ", ")}
+	}
+	s.res.Layers = l
+}
+
+// DegradedSummary is the one line a terminal user sees when a layer was
+// weaker than asked or off; "" when none was.
+func (r *Result) DegradedSummary() string {
+	var parts []string
+	for _, k := range []string{"cgroup", "seccomp"} {
+		if l, ok := r.Layers[k]; ok && (l.State == LayerDegraded || l.State == LayerOff && k == "seccomp") {
+			parts = append(parts, k+": "+l.Detail)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "weaker sandbox: " + strings.Join(parts, "; ") + " (sbx doctor says why and how to fix it)"
+}
