@@ -352,3 +352,11 @@ func (l *layout) knownControllers() []string {
 	slices.Sort(out)
 	return out
 }
+
+// PureV2 reports whether /sys/fs/cgroup is a cgroup2 mount (a pure v2
+// host), with one statfs: there the sandbox's group must exist before
+// the clone, since the init is born in it (CLONE_INTO_CGROUP).
+func PureV2() bool {
+	var st unix.Statfs_t
+	return unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}

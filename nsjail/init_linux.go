@@ -116,6 +116,7 @@ func (in *initProc) run() int {
 	}
 	listener := -1
 	steps = []step{
+		{"setrlimit (limits)", func() error { return setRlimits(confine.Rlimits) }},
 		{"close_range CLOEXEC", closeExtraFDs},
 		{"clear ambient caps", clearAmbientCaps},
 		{"lock securebits", lockSecurebits},
@@ -228,7 +229,7 @@ func (in *initProc) readConfine(c *Confine) error {
 	if c.Seccomp != nil && c.Seccomp.Policy != in.spec.Seccomp {
 		return fmt.Errorf("seccomp filter for policy %q, want %q", c.Seccomp.Policy, in.spec.Seccomp)
 	}
-	return nil
+	return checkRlimits(c.Rlimits)
 }
 
 func (in *initProc) readPayload(p *Payload) error {

@@ -46,39 +46,39 @@ type LimitInfo struct {
 	Note       string  `json:"note,omitempty"`
 }
 
-// rlimitFor returns the Spec's rlimit of that resource, or nil.
-func rlimitFor(s *Spec, resource string) *Rlimit {
-	for i := range s.Rlimits {
-		if s.Rlimits[i].Resource == resource {
-			return &s.Rlimits[i]
+// rlimitFor returns the rlimit of that resource in rls, or nil.
+func rlimitFor(rls []Rlimit, resource string) *Rlimit {
+	for i := range rls {
+		if rls[i].Resource == resource {
+			return &rls[i]
 		}
 	}
 	return nil
 }
 
-// setRlimit replaces or adds an rlimit of the Spec, never raising one
-// that is already lower.
-func setRlimit(s *Spec, resource string, v uint64) {
-	if r := rlimitFor(s, resource); r != nil {
+// setRlimit replaces or adds an rlimit, never raising one that is
+// already lower.
+func setRlimit(rls *[]Rlimit, resource string, v uint64) {
+	if r := rlimitFor(*rls, resource); r != nil {
 		if v < r.Hard {
 			r.Soft, r.Hard = v, v
 		}
 		return
 	}
-	s.Rlimits = append(s.Rlimits, Rlimit{Resource: resource, Soft: v, Hard: v})
+	*rls = append(*rls, Rlimit{Resource: resource, Soft: v, Hard: v})
 }
 
 // setCPURlimit sets RLIMIT_CPU to d rounded up to whole seconds, with the
 // hard limit a second later: the kernel sends SIGXCPU at the soft limit
 // and SIGKILL at the hard one, and with the two equal only the SIGKILL
 // would come (kernel/time/posix-cpu-timers.c), which says less about why.
-func setCPURlimit(s *Spec, d time.Duration) {
+func setCPURlimit(rls *[]Rlimit, d time.Duration) {
 	secs := uint64((d + time.Second - 1) / time.Second)
-	if r := rlimitFor(s, "RLIMIT_CPU"); r != nil {
+	if r := rlimitFor(*rls, "RLIMIT_CPU"); r != nil {
 		r.Soft, r.Hard = secs, secs+1
 		return
 	}
-	s.Rlimits = append(s.Rlimits, Rlimit{Resource: "RLIMIT_CPU", Soft: secs, Hard: secs + 1})
+	*rls = append(*rls, Rlimit{Resource: "RLIMIT_CPU", Soft: secs, Hard: secs + 1})
 }
 
 // kernelAtLeast reports whether the running kernel is at least major.minor.
@@ -92,9 +92,13 @@ func kernelAtLeast(major, minor int) bool {
 	return ma > major || ma == major && mi >= minor
 }
 
-// setupLimits creates the sandbox's cgroup, or, where there is none, puts
-// rlimits in its place, and records what enforces each limit. It changes
-// the Spec's rlimits, so it runs before the Spec is sent.
+// setupLimits records what enforces each limit and starts creating the
+// sandbox's cgroup (or, where there is none, puts rlimits in its place:
+// they reach the init in the Confine message, after the Spec). On a pure
+// cgroup v2 host the group must exist before the clone (the init is born
+// in it); elsewhere creating it (a millisecond of mkdirs in five
+// hierarchies) runs beside the init's start-up, and cgReady says when it
+// is done.
 func (s *supervisor) setupLimits() error {
 	job := s.job
 	l := job.Limits
@@ -102,7 +106,7 @@ func (s *supervisor) setupLimits() error {
 	s.res.Limits = lim
 	spec := &job.Spec
 	for _, r := range []struct{ key, res, unit string }{{"nofile", "RLIMIT_NOFILE", "count"}, {"fsize", "RLIMIT_FSIZE", "bytes"}} {
-		if rl := rlimitFor(spec, r.res); rl != nil {
+		if rl := rlimitFor(spec.Rlimits, r.res); rl != nil {
 			lim[r.key] = LimitInfo{Value: float64(rl.Hard), Unit: r.unit, EnforcedBy: ByRlimit}
 		}
 	}
@@ -127,18 +131,31 @@ func (s *supervisor) setupLimits() error {
 		lim["output"] = LimitInfo{Value: float64(job.OutputLimit), Unit: "bytes", EnforcedBy: BySupervisor, Note: note}
 	}
 	if l.MemoryBytes == 0 && l.Pids == 0 && l.CPUs == 0 && l.CPUTime == 0 {
+		close(s.cgReady)
 		return nil
 	}
+	if cgroup.PureV2() {
+		defer close(s.cgReady)
+		return s.createCgroup()
+	}
+	go func() {
+		defer close(s.cgReady)
+		s.cgErr = s.createCgroup()
+	}()
+	return nil
+}
 
-	// CleanupStale removes what a SIGKILLed sbx left; it never touches a
-	// group that is in use (each is flock'ed while it lives).
-	go cgroup.CleanupStale()
-	g, err := cgroup.New(spec.ID, cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUs: l.CPUs})
+// createCgroup makes the sandbox's cgroup and fills the limits it
+// enforces; what it cannot enforce falls back to rlimits.
+func (s *supervisor) createCgroup() error {
+	l := s.job.Limits
+	lim := s.res.Limits
+	g, err := cgroup.New(s.job.Spec.ID, cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUs: l.CPUs})
 	if err != nil && l.RequireCgroup {
 		return fmt.Errorf("the profile requires a cgroup: %w (see sbx doctor)", err)
 	}
 	if err != nil {
-		s.warnings = append(s.warnings, fmt.Sprintf("no cgroup for this run (%v): limits fall back to rlimits", err))
+		s.warn(fmt.Sprintf("no cgroup for this run (%v): limits fall back to rlimits", err))
 		s.rlimitFallback(map[string]error{cgroup.KindMemory: err, cgroup.KindPids: err, cgroup.KindCPUs: err}, err)
 		return nil
 	}
@@ -173,14 +190,14 @@ func (s *supervisor) setupLimits() error {
 		// Watched from the group's CPU usage, with RLIMIT_CPU a second
 		// later as a per-process backstop.
 		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: by, Note: "total of every process"}
-		setCPURlimit(spec, l.CPUTime+time.Second)
+		setCPURlimit(&s.lateRlimits, l.CPUTime+time.Second)
 	}
 	if len(unenforced) > 0 {
 		var names []string
 		for k, e := range unenforced {
 			names = append(names, fmt.Sprintf("%s: %v", k, e))
 		}
-		s.warnings = append(s.warnings, "cgroup cannot enforce "+strings.Join(names, "; ")+": falling back to rlimits")
+		s.warn("cgroup cannot enforce " + strings.Join(names, "; ") + ": falling back to rlimits")
 		s.rlimitFallback(unenforced, nil)
 	}
 	return nil
@@ -195,15 +212,15 @@ func (s *supervisor) setupLimits() error {
 // has no rlimit: "none".
 func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 	l := s.job.Limits
-	spec := &s.job.Spec
+	late := &s.lateRlimits
 	lim := s.res.Limits
 	if _, ok := kinds[cgroup.KindMemory]; ok && l.MemoryBytes > 0 {
-		setRlimit(spec, "RLIMIT_DATA", uint64(l.MemoryBytes))
+		setRlimit(late, "RLIMIT_DATA", uint64(l.MemoryBytes))
 		lim["memory"] = LimitInfo{Value: float64(l.MemoryBytes), Unit: "bytes", EnforcedBy: ByRlimit, Note: "RLIMIT_DATA, per process"}
 	}
 	if _, ok := kinds[cgroup.KindPids]; ok && l.Pids > 0 {
 		if kernelAtLeast(5, 14) {
-			setRlimit(spec, "RLIMIT_NPROC", uint64(l.Pids))
+			setRlimit(late, "RLIMIT_NPROC", uint64(l.Pids))
 			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByRlimit, Note: "RLIMIT_NPROC in the sandbox's user namespace"}
 		} else {
 			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByNone, Note: "RLIMIT_NPROC counts per host user before Linux 5.14"}
@@ -213,7 +230,7 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 		lim["cpus"] = LimitInfo{Value: l.CPUs, Unit: "cpus", EnforcedBy: ByNone, Note: "no rlimit can share out CPU"}
 	}
 	if cgErr != nil && l.CPUTime > 0 {
-		setCPURlimit(spec, l.CPUTime)
+		setCPURlimit(late, l.CPUTime)
 		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: ByRlimit, Note: "RLIMIT_CPU, per process, whole seconds"}
 	}
 }

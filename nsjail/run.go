@@ -54,6 +54,8 @@ type Job struct {
 	// CLOCK_MONOTONIC (MonotonicNS), or 0 for the start of Run.
 	Timings io.Writer
 	T0      int64
+	// Marks are the caller's own steps before Run, on the same clock.
+	Marks []Mark
 }
 
 // MonotonicNS is the clock of Job.T0.
@@ -82,6 +84,7 @@ func Run(ctx context.Context, job *Job) *Result {
 	if job.T0 != 0 {
 		s.tl.marks = append(s.tl.marks, Mark{"sbx: process started (main)", job.T0})
 	}
+	s.tl.add(job.Marks)
 	s.tl.mark("sbx: Run")
 	if err := s.run(ctx); err != nil {
 		res.Status, res.ExitCode, res.Signal = StatusSetupError, ExitSbxFailed, nil
@@ -129,8 +132,9 @@ type supervisor struct {
 	tl    timeline
 	// killedFor is why the supervisor ended the run ("timeout", ...), or
 	// "" if the payload ended on its own.
-	killedFor string
-	warnings  []string
+	killedFor  string
+	hardKilled bool
+	warnings   []string
 	// inputs are filled by writeControl, which closes inputsDone.
 	inputs     []InputEntry
 	inputsDone chan struct{}
@@ -138,12 +142,17 @@ type supervisor struct {
 	// sets up; confineErr is set when that failed.
 	filter     chan compiled
 	confineErr error
-	// cg is the sandbox's cgroup, nil without one; attached is closed
-	// once the init is in it (cgroup v1: written after the clone, while
-	// the init sets up), with attachErr set if that failed.
-	cg        *cgroup.Group
-	attached  chan struct{}
-	attachErr error
+	// cg is the sandbox's cgroup, nil without one, set (with cgErr) by
+	// the time cgReady is closed; attached is closed once the init is in
+	// it (cgroup v1: written after the clone, while the init sets up),
+	// with attachErr set if that failed.
+	cg          *cgroup.Group
+	cgErr       error
+	cgReady     chan struct{}
+	attached    chan struct{}
+	attachErr   error
+	lateRlimits []Rlimit
+	warnMu      sync.Mutex
 	// overflow fires once when a stream passes the output cap under the
 	// kill policy.
 	overflow chan struct{}
@@ -220,19 +229,11 @@ func (s *supervisor) run(ctx context.Context) error {
 		job.Spec.Env = withProxyEnv(job.Spec.Env)
 	}
 	s.attached = make(chan struct{})
+	s.cgReady = make(chan struct{})
 	if err := s.setupLimits(); err != nil {
 		return err
 	}
-	if s.cg != nil {
-		defer func() {
-			// The init's end took every process with it; Kill is for
-			// anything a failed start left behind.
-			s.cg.Kill()
-			if err := s.cg.Destroy(); err != nil {
-				s.warnings = append(s.warnings, fmt.Sprintf("cgroup cleanup: %v (the next sbx removes it)", err))
-			}
-		}()
-	}
+	defer s.destroyCgroup()
 	s.tl.mark("sbx: limits set up")
 	job.Spec.Timings = s.tl.on
 	s.filter = make(chan compiled, 1)
@@ -314,6 +315,7 @@ func (s *supervisor) run(ctx context.Context) error {
 
 	exit, runErr := s.watch(ctx, cmd, msgs)
 	waitErr := <-exited
+	<-s.cgReady // what it wrote to the Result is read below
 	// The init, the control pipe's only reader, is gone: the writer has
 	// finished, or failed with EPIPE.
 	<-s.inputsDone
@@ -355,8 +357,13 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 		// every process in it (pid_namespaces(7)); the cgroup's kill
 		// gets them all at once first (cgroup.kill, or freeze and kill
 		// on v1).
-		if s.cg != nil {
-			s.cg.Kill()
+		s.hardKilled = true
+		if s.cg != nil && s.attachErr == nil {
+			select {
+			case <-s.attached:
+				s.cg.Kill()
+			default:
+			}
 		}
 		cmd.Process.Kill()
 	}
@@ -391,10 +398,15 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 			case kindError:
 				stepErr = withHint(m.stepError())
 			case kindWarning:
-				s.warnings = append(s.warnings, m.Msg)
+				s.warn(m.Msg)
 			case kindStarted:
 				phase = "run"
 				deadline.Stop()
+				if s.cg != nil {
+					// Stale groups of a SIGKILLed sbx go now, off the
+					// start-up path; groups in use are flock'ed and kept.
+					go cgroup.CleanupStale()
+				}
 				if job.Timeout > 0 {
 					wall = time.After(job.Timeout)
 				}
@@ -531,21 +543,51 @@ func describeWait(cmd *exec.Cmd, err error) string {
 	return fmt.Sprint(err)
 }
 
+// destroyCgroup removes the sandbox's cgroup once the run is over. When
+// the init ended by itself its pid namespace took every process with it
+// and the group is empty; after a hard kill, or a failed start, the
+// group's own kill makes sure.
+func (s *supervisor) destroyCgroup() {
+	<-s.cgReady
+	if s.cg == nil {
+		return
+	}
+	if s.hardKilled || s.cgErr != nil || s.attachErr != nil || s.confineErr != nil {
+		s.cg.Kill()
+	}
+	if err := s.cg.Destroy(); err != nil {
+		s.cg.Kill()
+		if err = s.cg.Destroy(); err != nil {
+			s.warn(fmt.Sprintf("cgroup cleanup: %v (the next sbx removes it)", err))
+		}
+	}
+}
+
+// warn records a warning for the Result; safe from any goroutine.
+func (s *supervisor) warn(msg string) {
+	s.warnMu.Lock()
+	s.warnings = append(s.warnings, msg)
+	s.warnMu.Unlock()
+}
+
 // attachInit puts the init into the sandbox's cgroup. On cgroup v2 it was
 // born there (CLONE_INTO_CGROUP); on v1 the attach is written now, while
 // the init sets up: it can wait out an RCU grace period (milliseconds)
 // that would otherwise add to every start.
 func (s *supervisor) attachInit(pid int) {
-	if s.cg == nil {
-		close(s.attached)
-		return
-	}
-	if _, ok := s.cg.FD(); ok {
-		close(s.attached)
-		return
-	}
 	go func() {
 		defer close(s.attached)
+		<-s.cgReady
+		if s.cgErr != nil {
+			s.attachErr = s.cgErr
+			return
+		}
+		if s.cg == nil {
+			return
+		}
+		if _, ok := s.cg.FD(); ok {
+			return
+		}
 		if err := s.cg.Attach(pid); err != nil {
 			s.attachErr = fmt.Errorf("attach the init to its cgroup: %w", err)
 			s.tl.mark("sbx: cgroup attach failed")
@@ -658,7 +700,7 @@ func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.Fil
 		return
 	}
 	s.tl.mark("sbx: seccomp filter compiled")
-	confine, err := encodeLine(&Confine{Seccomp: c.f})
+	confine, err := encodeLine(&Confine{Seccomp: c.f, Rlimits: s.lateRlimits})
 	if err != nil {
 		s.confineErr = err
 		s.ctlW.Close()

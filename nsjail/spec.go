@@ -58,6 +58,9 @@ type Rlimit struct {
 // just before the payload starts.
 type Confine struct {
 	Seccomp *seccomp.Filter `json:"seccomp"`
+	// Rlimits that depend on the cgroup (its fallbacks, the RLIMIT_CPU
+	// backstop), decided while the init set up.
+	Rlimits []Rlimit `json:"rlimits,omitempty"`
 }
 
 // Payload is what runs in a sandbox once it is set up. It crosses the
