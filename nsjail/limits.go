@@ -136,6 +136,7 @@ func (s *supervisor) setupLimits() error {
 	}
 	if cgroup.PureV2() {
 		defer close(s.cgReady)
+		s.cgBeforeClone = true
 		return s.createCgroup()
 	}
 	go func() {

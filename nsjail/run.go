@@ -153,6 +153,9 @@ type supervisor struct {
 	attachErr   error
 	lateRlimits []Rlimit
 	warnMu      sync.Mutex
+	// cgBeforeClone: cg was made before the clone (pure v2), so the
+	// init can be born in it; otherwise cg is being made beside it.
+	cgBeforeClone bool
 	// overflow fires once when a stream passes the output cap under the
 	// kill policy.
 	overflow chan struct{}
@@ -308,7 +311,10 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 
 	if job.Proxy != nil {
+		// The goroutine owns the socket from here: it reads it with a raw
+		// recvmsg, which closeAll must not race.
 		go s.serveProxy(p.proxyR)
+		p.proxyR = nil
 	}
 	msgs := make(chan StatusMsg, 4)
 	go readStatus(p.stR, msgs)
@@ -600,7 +606,10 @@ func (s *supervisor) attachInit(pid int) {
 // serveProxy takes the listening socket from the init and serves it until
 // the run ends (Job.Proxy.Close, deferred in run, stops it).
 func (s *supervisor) serveProxy(sock *os.File) {
+	// EOF (the init gone) ends a pending recvmsg: the init holds the
+	// only other end.
 	l, err := recvListener(sock)
+	sock.Close()
 	if err != nil {
 		return // the init failed its step and says so on the status pipe
 	}
@@ -640,7 +649,7 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		Pdeathsig:   syscall.SIGKILL,
 		Setsid:      true,
 	}
-	if s.cg != nil {
+	if s.cgBeforeClone && s.cg != nil {
 		if fd, ok := s.cg.FD(); ok {
 			// Born in its cgroup: no attach, no window outside it
 			// (clone3 CLONE_INTO_CGROUP, Linux 5.7).
