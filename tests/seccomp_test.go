@@ -109,3 +109,44 @@ func TestProfileShowPrintsPolicy(t *testing.T) {
 		t.Errorf("profile show --json: %v", err)
 	}
 }
+
+func TestCustomProfileExtendsStrict(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, _ := r.result(t, "--profile", data("profiles/custom-strict.toml"), "--pids", "48", "-c", "import os; print(os.environ['MODE'])")
+		if res.Status != nsjail.StatusOK || res.Stdout != "custom\n" {
+			t.Fatalf("status %s (%s) stdout %q", res.Status, res.Message, res.Stdout)
+		}
+		want := map[string]float64{
+			"memory":         384 << 20, // the file
+			"wall_time":      20000,     // the file
+			"pids":           48,        // the flag
+			"cpu_time":       5000,      // strict
+			"output":         1 << 20,   // strict
+			"workspace_size": 64 << 20,  // strict
+		}
+		for k, v := range want {
+			if res.Limits[k].Value != v {
+				t.Errorf("limits.%s = %v, want %v", k, res.Limits[k].Value, v)
+			}
+		}
+		if res.Layers["seccomp"].Detail == "" || !strings.HasPrefix(res.Layers["seccomp"].Detail, "allowlist") {
+			t.Errorf("seccomp layer %+v, want strict's allowlist", res.Layers["seccomp"])
+		}
+		out := r.exec(t, "", "profile", "show", data("profiles/custom-strict.toml"), "--pids", "48")
+		lines := map[string]string{}
+		for _, l := range strings.Split(out.stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[1] == "=" {
+				lines[f[0]] = strings.Join(f[2:], " ")
+			}
+		}
+		for key, want := range map[string]string{
+			"limits.memory":   `"384M" # ` + data("profiles/custom-strict.toml") + ":6",
+			"limits.pids":     "48 # flag --pids",
+			"limits.cpu_time": `"5s" # strict:16`,
+		} {
+			if lines[key] != want {
+				t.Errorf("profile show: %s = %q, want %q", key, lines[key], want)
+			}
+		}
+	})
+}
