@@ -9,7 +9,10 @@ import (
 )
 
 // BaseEnv is the environment every payload starts with; nothing comes
-// from the host.
+// from the host. Caches go to /tmp, not to HOME (the workspace), so that
+// the files a run reports and copies out are the ones its code wrote:
+// matplotlib's font cache and config (MPLCONFIGDIR) and anything that
+// follows the XDG base directory spec.
 func BaseEnv(home string) []string {
 	return []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -19,6 +22,8 @@ func BaseEnv(home string) []string {
 		"PYTHONUNBUFFERED=1",
 		"PYTHONDONTWRITEBYTECODE=1",
 		"MPLBACKEND=Agg",
+		"MPLCONFIGDIR=/tmp/.config/matplotlib",
+		"XDG_CACHE_HOME=/tmp/.cache",
 	}
 }
 

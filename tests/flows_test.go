@@ -82,6 +82,10 @@ func TestFlowSalesReport(t *testing.T) {
 		if strings.Contains(res.Stderr, "rror") {
 			t.Errorf("stderr: %s", res.Stderr)
 		}
+		// Caches go to /tmp: the run's files are what its code wrote.
+		if len(res.Files) != 1 || res.Files[0].Path != "report.png" {
+			t.Errorf("files %+v, want report.png alone", res.Files)
+		}
 	})
 }
 

@@ -253,7 +253,7 @@ func TestCleanEnvironment(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		want := []string{"EXTRA", "HOME", "LANG", "MPLBACKEND", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "TMPDIR"}
+		want := []string{"EXTRA", "HOME", "LANG", "MPLBACKEND", "MPLCONFIGDIR", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "TMPDIR", "XDG_CACHE_HOME"}
 		if !reflect.DeepEqual(keys, want) {
 			t.Errorf("environment keys %v, want %v", keys, want)
 		}
