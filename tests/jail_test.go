@@ -10,8 +10,11 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
@@ -397,6 +400,33 @@ func TestBadInput(t *testing.T) {
 			lines := strings.Split(strings.TrimRight(out.stderr, "\n"), "\n")
 			if out.code != nsjail.ExitSbxFailed || len(lines) != 1 || !strings.HasPrefix(lines[0], "sbx: ") || strings.Contains(out.stderr, "goroutine") {
 				t.Errorf("sbx %v: exit %d, stderr %q; want 125 and one line", args, out.code, out.stderr)
+			}
+		}
+	})
+}
+
+func TestSignalsForwarded(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+			cmd := r.command("exec", data("trap.py"))
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(stdout)
+			if line, err := readLine(br); err != nil || line != "ready" {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("payload did not start: %q %v", line, err)
+			}
+			cmd.Process.Signal(sig)
+			line, _ := readLine(br)
+			err = cmd.Wait()
+			if line != "got "+unix.SignalName(sig) || err != nil {
+				t.Errorf("%v to sbx: payload said %q, sbx ended with %v; want the signal forwarded and exit 0", sig, line, err)
 			}
 		}
 	})
