@@ -23,6 +23,36 @@ type capture struct {
 	live io.Writer
 	// onOverflow, when set, is called once the stream passes limit.
 	onOverflow func()
+	// liveCut: live output stopped at the head; Finish owes the rest.
+	// liveShown counts the bytes written live.
+	liveCut   bool
+	liveShown int64
+}
+
+// Finish completes the live copy of a truncated stream with the marker
+// and the tail, as the Result has them. Bytes already shown live beyond
+// the head (before the stream passed the limit) are not shown again.
+func (c *capture) Finish() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.live == nil || !c.liveCut {
+		return
+	}
+	var tail []byte
+	if c.full {
+		tail = append(append(tail, c.tail[c.pos:]...), c.tail[:c.pos]...)
+	} else {
+		tail = c.tail
+	}
+	// The tail holds bytes [total-len(tail), total): show what of it was
+	// not shown live, after a marker for the bytes in between.
+	tailStart := c.total - int64(len(tail))
+	if dropped := tailStart - c.liveShown; dropped > 0 {
+		c.live.Write([]byte(elisionMarker(dropped)))
+	} else {
+		tail = tail[-dropped:]
+	}
+	c.live.Write(tail)
 }
 
 func newCapture(limit int64, live io.Writer) *capture {
@@ -36,18 +66,31 @@ func (c *capture) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(p)
+	before := c.total
 	c.total += int64(n)
 	if c.total > c.limit && c.onOverflow != nil {
 		c.onOverflow()
 		c.onOverflow = nil
 	}
+	headCap := c.limit / 2
 	if c.live != nil {
+		// Live output is capped too: the head goes out as it comes; once
+		// the stream passes the limit, the rest waits for Finish, which
+		// prints the marker and the tail. Until then everything passes.
+		live := p
+		if c.total > c.limit {
+			live = nil
+			if before < headCap {
+				live = p[:headCap-before]
+			}
+			c.liveCut = true
+		}
+		c.liveShown += int64(len(live))
 		// A closed terminal must not stop the capture or the run.
-		if _, err := c.live.Write(p); err != nil {
+		if _, err := c.live.Write(live); err != nil {
 			c.live = nil
 		}
 	}
-	headCap := c.limit / 2
 	if room := headCap - int64(len(c.head)); room > 0 {
 		k := int64(len(p))
 		if k > room {

@@ -40,8 +40,12 @@ func TestCapture(t *testing.T) {
 			if c.Truncated() != tc.truncated || c.Total() != int64(total) {
 				t.Errorf("Truncated() = %v, Total() = %d; want %v, %d", c.Truncated(), c.Total(), tc.truncated, total)
 			}
-			if live.String() != strings.Join(tc.writes, "") {
-				t.Errorf("live copy %q lost bytes", live.String())
+			c.Finish()
+			// Live output ends the way the stream did, and never shows
+			// more than the stream had.
+			all := strings.Join(tc.writes, "")
+			if !tc.truncated && live.String() != all || tc.truncated && tc.limit > 0 && !strings.HasSuffix(live.String(), all[len(all)-1:]) {
+				t.Errorf("live copy %q of %q", live.String(), all)
 			}
 		})
 	}
@@ -52,5 +56,29 @@ func TestCaptureInvalidUTF8(t *testing.T) {
 	c.Write([]byte("ok \xff\xfe end"))
 	if got := c.String(); got != "ok \uFFFD end" {
 		t.Fatalf("String() = %q", got)
+	}
+}
+
+func TestCaptureLiveIsCappedToo(t *testing.T) {
+	cases := []struct {
+		limit  int64
+		writes []string
+		live   string
+	}{
+		{10, []string{"abc"}, "abc"},
+		{10, []string{"0123456789", "ABCDEFGHIJ"}, "0123456789" + elisionMarker(5) + "FGHIJ"},
+		{10, []string{"012345678", "9A"}, "012345678" + "9A"}, // all shown live but 2 bytes: the tail adds the missing ones only
+		{10, []string{strings.Repeat("x", 100)}, "xxxxx" + elisionMarker(90) + "xxxxx"},
+	}
+	for _, tc := range cases {
+		var live bytes.Buffer
+		c := newCapture(tc.limit, &live)
+		for _, w := range tc.writes {
+			c.Write([]byte(w))
+		}
+		c.Finish()
+		if live.String() != tc.live {
+			t.Errorf("limit %d writes %q: live %q, want %q", tc.limit, tc.writes, live.String(), tc.live)
+		}
 	}
 }

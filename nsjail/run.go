@@ -328,6 +328,8 @@ func (s *supervisor) run(ctx context.Context) error {
 	s.res.Inputs = s.inputs
 	s.tl.mark("sbx: init reaped")
 	wg.Wait()
+	s.stdout.Finish()
+	s.stderr.Finish()
 	s.tl.mark("sbx: output drained")
 	if s.confineErr != nil {
 		return s.confineErr
