@@ -166,6 +166,12 @@ func TestOutputLimit(t *testing.T) {
 		if !strings.HasPrefix(res.Stdout, "HEAD-MARKER\n") || !strings.HasSuffix(res.Stdout, "TAIL-MARKER\n") || !strings.Contains(res.Stdout, " bytes elided ...]") {
 			t.Errorf("stdout lacks head, marker or tail: %q ... %q", res.Stdout[:40], res.Stdout[len(res.Stdout)-40:])
 		}
+		// Terminal mode: the live stream is capped the same way.
+		live := r.exec(t, "", "exec", "--output-limit", "1M", data("flood.py"), "100")
+		if live.code != 0 || len(live.stdout) > 1<<20+100 || !strings.HasPrefix(live.stdout, "HEAD-MARKER\n") ||
+			!strings.HasSuffix(live.stdout, "TAIL-MARKER\n") || !strings.Contains(live.stdout, " bytes elided ...]") {
+			t.Errorf("terminal mode: exit %d, %d bytes on stdout", live.code, len(live.stdout))
+		}
 		res, out := r.result(t, "--output-limit", "1M", "--output-policy", "kill", data("flood.py"), "100")
 		if res.Status != nsjail.StatusOutputLimit || out.code != nsjail.ExitKilled {
 			t.Errorf("kill policy: status %s exit %d, want output_limit/137", res.Status, out.code)
