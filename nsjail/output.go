@@ -74,9 +74,10 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	headCap := c.limit / 2
 	if c.live != nil {
-		// Live output is capped too: the head goes out as it comes; once
-		// the stream passes the limit, the rest waits for Finish, which
-		// prints the marker and the tail. Until then everything passes.
+		// Live output is capped too: up to the limit everything passes as
+		// it comes (interactive output keeps flowing); past it nothing
+		// more, until Finish prints the marker and the tail. A terminal
+		// sees at most one and a half times the limit.
 		live := p
 		if c.total > c.limit {
 			live = nil
