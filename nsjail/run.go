@@ -181,8 +181,10 @@ func compileFilter(name string, out chan<- compiled) {
 // hostIDs returns the host uid and gid the sandbox user maps onto. An
 // unprivileged caller can map only itself. Root maps the sandbox onto an
 // unprivileged id of its own, never onto host root: 0x5b000000 plus 16
-// random bits, far above login and subuid ranges, and different per run so
-// that two concurrent sandboxes never share a host uid.
+// bits of the (random) run id, far above login and subuid ranges. Two
+// concurrent sandboxes rarely share one (1 in 65536 for a pair), and
+// nothing relies on it: each has its own user, pid, mount and network
+// namespaces, so a shared host uid gives neither a way to reach the other.
 func hostIDs(runID string) (uid, gid int) {
 	uid, gid = os.Geteuid(), os.Getegid()
 	if uid != 0 {
