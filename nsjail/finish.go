@@ -1,0 +1,124 @@
+package nsjail
+
+import (
+	"fmt"
+	"os/exec"
+	"sort"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/seccomp"
+)
+
+// finish fills the Result from the init's exit message, from why the
+// supervisor ended the run if it did, and from the cgroup's evidence.
+func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error {
+	res := s.res
+	var st *cgroup.Stats
+	if s.cg != nil {
+		if v, err := s.cg.Stats(); err == nil {
+			st = &v
+		}
+	}
+	switch {
+	case exit != nil && exit.ExecErrno != 0:
+		res.Status, res.ExitCode = StatusExit, ExitCannotExec
+		if syscall.Errno(exit.ExecErrno) == unix.ENOENT {
+			res.ExitCode = ExitNotFound
+		}
+		res.Message = "cannot run the payload: " + exit.Msg
+	case exit != nil:
+		res.classifyWait(unix.WaitStatus(exit.WaitStatus))
+		s.usageFromExit(exit)
+		s.denials(exit)
+	case s.killedFor == "" && (st == nil || st.PidsMaxEvents == 0):
+		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
+	default:
+		s.usageFromInit(cmd)
+	}
+	switch s.killedFor {
+	case "timeout":
+		res.Status, res.ExitCode, res.Signal = StatusTimeout, ExitTimeLimit, nil
+		res.Message = fmt.Sprintf("wall-clock limit of %v reached; the sandbox was killed", s.job.Timeout)
+	case "cpu_limit":
+		res.Status, res.ExitCode, res.Signal = StatusCPULimit, ExitTimeLimit, nil
+		res.Message = fmt.Sprintf("CPU time limit of %v reached (all processes together); the sandbox was killed", s.job.Limits.CPUTime)
+	case "output_limit":
+		res.Status, res.ExitCode, res.Signal = StatusOutputLimit, ExitKilled, nil
+		res.Message = fmt.Sprintf("output limit of %d bytes per stream passed; the sandbox was killed", s.job.OutputLimit)
+	default:
+		s.classifyLimits(st, exit)
+	}
+	s.fillLayers(exit)
+	if st != nil {
+		// The group saw every process, the init's few ms included.
+		u := &res.Usage
+		u.UserMS, u.SystemMS = st.UserCPU.Milliseconds(), st.SystemCPU.Milliseconds()
+		u.CPUMS = u.UserMS + u.SystemMS
+		if st.PeakMemoryBytes > 0 {
+			u.PeakMemoryBytes = st.PeakMemoryBytes
+		}
+		u.PidsPeak = st.PidsPeak
+		res.PidsLimitHit = res.PidsLimitHit || st.PidsMaxEvents > 0
+	}
+	return nil
+}
+
+func (s *supervisor) usageFromExit(exit *StatusMsg) {
+	u := &s.res.Usage
+	u.UserMS = exit.UserUS / 1000
+	u.SystemMS = exit.SystemUS / 1000
+	u.CPUMS = (exit.UserUS + exit.SystemUS) / 1000
+	u.PeakMemoryBytes = exit.MaxRSSKB * 1024
+}
+
+// usageFromInit reads the usage of a killed sandbox from the init's own
+// rusage, which includes every child reaped when its pid namespace died.
+func (s *supervisor) usageFromInit(cmd *exec.Cmd) {
+	if cmd.ProcessState == nil {
+		return
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		u := &s.res.Usage
+		u.UserMS = ru.Utime.Sec*1000 + ru.Utime.Usec/1000
+		u.SystemMS = ru.Stime.Sec*1000 + ru.Stime.Usec/1000
+		u.CPUMS = u.UserMS + u.SystemMS
+		u.PeakMemoryBytes = ru.Maxrss * 1024
+	}
+}
+
+func describeWait(cmd *exec.Cmd, err error) string {
+	if cmd.ProcessState != nil {
+		return cmd.ProcessState.String()
+	}
+	return fmt.Sprint(err)
+}
+
+// denials fills seccomp_denials, and the seccomp status: with the
+// built-in policies the filter kills (SIGSYS) only a syscall through
+// another ABI of the machine.
+func (s *supervisor) denials(exit *StatusMsg) {
+	res := s.res
+	if !exit.Filtered {
+		return
+	}
+	if exit.DenialsKnown {
+		res.SeccompDenials = []Denial{}
+		for nr, n := range exit.Denials {
+			res.SeccompDenials = append(res.SeccompDenials, Denial{Syscall: seccomp.SyscallName(nr), Count: n})
+		}
+		sort.Slice(res.SeccompDenials, func(i, j int) bool {
+			a, b := res.SeccompDenials[i], res.SeccompDenials[j]
+			return a.Count > b.Count || a.Count == b.Count && a.Syscall < b.Syscall
+		})
+	} else {
+		s.warnings = append(s.warnings, "the kernel gave no seccomp listener: denied syscalls were refused but not counted")
+	}
+	ws := unix.WaitStatus(exit.WaitStatus)
+	if ws.Signaled() && ws.Signal() == unix.SIGSYS {
+		res.Status = StatusSeccomp
+		res.Message = "killed by the seccomp filter: a system call through another ABI (32-bit int 0x80 or x32), which the filter never allows"
+	}
+}
