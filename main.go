@@ -136,6 +136,7 @@ func execCommand(rawArgs []string) *cli.Command {
 
 // execAction turns flags into a Job, runs it, and reports.
 func execAction(c *cli.Context, rawArgs []string) error {
+	marks := []nsjail.Mark{{Name: "sbx: flags parsed", NS: nsjail.MonotonicNS()}}
 	id := newRunID()
 	asJSON := c.Bool("json")
 	// The audit log opens first: every run after this point is recorded,
@@ -187,6 +188,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 			return fail(fmt.Errorf("--env %q: want KEY=VALUE", kv))
 		}
 	}
+	marks = append(marks, nsjail.Mark{Name: "sbx: profile and payload ready", NS: nsjail.MonotonicNS()})
 	if err := checkRequired(prof); err != nil {
 		return fail(err)
 	}
@@ -220,7 +222,8 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		job.Stdout, job.Stderr = os.Stdout, os.Stderr
 	}
 	if c.Bool("debug-timings") {
-		job.Timings, job.T0 = os.Stderr, t0
+		marks = append(marks, nsjail.Mark{Name: "sbx: spec built", NS: nsjail.MonotonicNS()})
+		job.Timings, job.T0, job.Marks = os.Stderr, t0, marks
 	}
 	res := nsjail.Run(context.Background(), job)
 	res.Warnings = append(warnings, res.Warnings...)
