@@ -373,13 +373,10 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 		Sys: &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
-		var errno syscall.Errno
-		errors.As(err, &errno)
-		if errno == 0 {
-			errno = unix.EINVAL
-		}
-		if errno != unix.ENOENT {
-			errno = unix.EACCES
+		// ENOENT: not found (127); anything else: cannot run (126).
+		errno := unix.EACCES
+		if errors.Is(err, unix.ENOENT) {
+			errno = unix.ENOENT
 		}
 		in.send(StatusMsg{Kind: kindExit, ExecErrno: int(errno), Msg: fmt.Sprintf("exec %s: %v", argv0, err)})
 		return 0 // the caller reports the workspace

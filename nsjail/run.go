@@ -639,13 +639,39 @@ func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.Fil
 	for i, f := range inputs {
 		in := s.job.Payload.Files[i]
 		h := sha256.New()
-		if _, err := io.CopyN(io.MultiWriter(w, h), f, in.Size); err != nil {
-			// The init notices the short stream and reports it.
+		src := &readErr{r: f}
+		if _, err := io.CopyN(io.MultiWriter(w, h), src, in.Size); err != nil {
+			if src.err != nil {
+				// The file shrank or failed while it was read: stop the
+				// init now (it would wait for the missing bytes) and say
+				// which input it was.
+				if errors.Is(src.err, io.EOF) {
+					src.err = fmt.Errorf("it shrank below %d bytes while it was read", in.Size)
+				}
+				s.confineErr = fmt.Errorf("input %s: %w", in.Source, src.err)
+				s.ctlW.Close()
+			}
+			// Otherwise the init is gone (EPIPE) and says why itself.
 			return
 		}
 		s.inputs = append(s.inputs, InputEntry{Path: in.Path, Source: in.Source, Size: in.Size, SHA256: hex.EncodeToString(h.Sum(nil))})
 	}
 	w.Flush()
+}
+
+// readErr remembers the error of its reader, to tell a failing source
+// from a failing destination after io.Copy.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil {
+		r.err = err
+	}
+	return n, err
 }
 
 func (s *supervisor) sendControl(c Control) {

@@ -37,9 +37,7 @@ var DefaultEtcFromRootfs = []string{
 // exist are bound read-only from the rootfs.
 func etcPlan(root string, o Options) []Mount {
 	plan := []Mount{{Kind: KindDir, Dst: "/etc", Mode: 0o755}}
-	for _, f := range etcFiles(o.Identity) {
-		plan = append(plan, f)
-	}
+	plan = append(plan, etcFiles(o.Identity)...)
 	for _, rel := range o.EtcFromRootfs {
 		rel = filepath.Clean(rel)
 		if filepath.IsAbs(rel) || rel == "." || strings.HasPrefix(rel, "..") {
