@@ -37,6 +37,9 @@ func FuzzLoad(f *testing.F) {
 		"x = [[[[[[1]]]]]]\n",
 		"a.b.c.d = {e = {f = 1}}\n",
 		"description = \"\\u0000\\n\"\n",
+		// Found by the fuzzer: a file name with a control character in
+		// an extends cycle once broke the one-line error rule.
+		"extends = \"\\r/\"\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -9,7 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2/unstable"
 )
@@ -229,7 +232,17 @@ func resolve(ref, dir string) (source, error) {
 	if err != nil {
 		id = path
 	}
-	return source{origin: Origin{Kind: FromFile, Name: path}, id: id, path: path}, nil
+	return source{origin: Origin{Kind: FromFile, Name: displayPath(path)}, id: id, path: path}, nil
+}
+
+// displayPath is a file name as errors and `sbx profile show` print it:
+// as it is, or Go-quoted when it holds control characters or invalid
+// UTF-8, so that every message stays one printable line.
+func displayPath(p string) string {
+	if utf8.ValidString(p) && !strings.ContainsFunc(p, unicode.IsControl) {
+		return p
+	}
+	return strconv.Quote(p)
 }
 
 func (l *loader) read(src source) ([]byte, error) {
