@@ -33,8 +33,10 @@ vet:
 	$(GO) vet -tags integration ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting" >&2; exit 1; }
 
+# -race: the supervisor is concurrent (status reader, attach, compile,
+# proxy); CGO is on anyway for libseccomp.
 unit: deps
-	$(GO) test ./...
+	$(GO) test -race ./...
 
 # Integration tests build ./sbx and run real payloads from testdata/, as
 # root and as uid 65534 (setpriv).

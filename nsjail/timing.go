@@ -3,6 +3,7 @@ package nsjail
 import (
 	"fmt"
 	"io"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,26 +22,35 @@ func monotonicNS() int64 {
 }
 
 // timeline collects marks when enabled; the zero value records nothing.
+// The supervisor marks from several goroutines at once (the attach, the
+// filter compile, the status reader), so appends are locked; a -race build
+// with --debug-timings reported the unlocked version.
 type timeline struct {
 	on    bool
+	mu    sync.Mutex
 	marks []Mark
 }
 
 func (t *timeline) mark(name string) {
 	if t.on {
-		t.marks = append(t.marks, Mark{name, monotonicNS()})
+		t.add([]Mark{{name, monotonicNS()}})
 	}
 }
 
 func (t *timeline) add(ms []Mark) {
-	if t.on {
-		t.marks = append(t.marks, ms...)
+	if !t.on {
+		return
 	}
+	t.mu.Lock()
+	t.marks = append(t.marks, ms...)
+	t.mu.Unlock()
 }
 
 // print writes one line per mark: time since the first, and the step's own
 // duration (since the mark before it).
 func (t *timeline) print(w io.Writer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if len(t.marks) == 0 {
 		return
 	}
