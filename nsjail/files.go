@@ -85,8 +85,9 @@ const (
 // the run created, modified or deleted.
 type FileEntry struct {
 	// Path is relative to the workspace, valid UTF-8 with no control
-	// characters: any other byte is written %XX (and '%' as %25). The
-	// real name is then in RawPathB64.
+	// characters: any other byte is written %XX, and '%' always as %25,
+	// so that two names never share a Path. The real name is then in
+	// RawPathB64.
 	Path       string `json:"path"`
 	RawPathB64 string `json:"raw_path_b64,omitempty"`
 	Change     string `json:"change"`
@@ -98,7 +99,8 @@ type FileEntry struct {
 	// Target of a symlink, escaped like Path; links are never followed.
 	Target string `json:"target,omitempty"`
 	// HardlinkOf names the earlier entry with the same inode: its content
-	// crossed once.
+	// crossed once, and the copy is a hard link to the earlier copy; it
+	// still counts its size against the output cap.
 	HardlinkOf string `json:"hardlink_of,omitempty"`
 	// CopiedTo is where the file was written on the host (--output-dir).
 	CopiedTo string `json:"copied_to,omitempty"`
