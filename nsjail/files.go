@@ -46,6 +46,23 @@ func DefaultOutputSpec() OutputSpec {
 		MaxHashBytes: 1 << 30, WalkTimeout: 2 * time.Second}
 }
 
+// inputHashRate is a pessimistic sha256 rate for the walk's deadline: a
+// tenth of one core with SHA extensions, for --cpus quotas and a loaded
+// host.
+const inputHashRate = 128 << 20 // bytes per second
+
+// withInputs sizes the walk's bounds for the inputs streamed in, n bytes
+// in all: the walk hashes them again to tell modified inputs from
+// unchanged ones, so its hash budget and its deadline grow with them. The
+// operator chose these bytes, the payload cannot add to them; and as the
+// init applies this from what it wrote itself, a Spec sent before the
+// payload is known (a warm pool) stays right.
+func (o OutputSpec) withInputs(n int64) OutputSpec {
+	o.MaxHashBytes += n
+	o.WalkTimeout += time.Duration(float64(n) / inputHashRate * float64(time.Second))
+	return o
+}
+
 // Truncation says what cut the workspace report short: the Result's
 // files_truncated_reason. Everything past the cut is unlisted (and an
 // input not reached is not reported deleted).

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -284,4 +285,26 @@ func FuzzEscapeName(f *testing.F) {
 			t.Fatalf("safeName(%q) = safeName(%q) = %q", a, b, ea)
 		}
 	})
+}
+
+func TestOutputSpecWithInputs(t *testing.T) {
+	cases := []struct {
+		name     string
+		inputs   int64
+		hash     int64
+		deadline time.Duration
+	}{
+		{"no inputs", 0, 1 << 30, 2 * time.Second},
+		{"a script", 2 << 10, 1<<30 + 2<<10, 2*time.Second + 15258*time.Nanosecond},
+		{"1 GiB of data", 1 << 30, 2 << 30, 10 * time.Second},
+		{"a 100 GiB workspace", 100 << 30, 101 << 30, 802 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOutputSpec().withInputs(tc.inputs)
+			if o.MaxHashBytes != tc.hash || o.WalkTimeout != tc.deadline {
+				t.Errorf("withInputs(%d): hash %d, deadline %v; want %d, %v", tc.inputs, o.MaxHashBytes, o.WalkTimeout, tc.hash, tc.deadline)
+			}
+		})
+	}
 }
