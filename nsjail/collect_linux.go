@@ -201,13 +201,19 @@ func (c *collector) file(dirfd int, name string, rel []byte, st *unix.Stat_t) er
 	} else {
 		rec.Change = ChangeCreated
 	}
-	if st.Size > c.o.MaxFileBytes {
+	// An input is hashed whatever its size, or an unchanged one past the
+	// cap would be reported modified; the hash budget bounds it.
+	if st.Size > c.o.MaxFileBytes && !isInput {
 		rec.Reason = fmt.Sprintf("skipped: %d bytes is more than the %d-byte cap per file", st.Size, c.o.MaxFileBytes)
 		return c.emit(rec, nil)
 	}
 	if c.hashed+st.Size > c.o.MaxHashBytes {
-		// The listing ends here: what follows is not known.
+		// The listing ends here: what follows is not known. Nor is
+		// whether an input changed: it is left out like what follows.
 		c.cut = TruncatedHashBytes
+		if isInput {
+			return nil
+		}
 		rec.Reason = fmt.Sprintf("not hashed: the report hashes at most %d bytes", c.o.MaxHashBytes)
 		return c.emit(rec, nil)
 	}
@@ -227,7 +233,10 @@ func (c *collector) file(dirfd int, name string, rel []byte, st *unix.Stat_t) er
 	sum, err := c.hash(fd, st.Size)
 	if errors.Is(err, errWalkDeadline) {
 		c.cut = TruncatedWalkTimeout
-		rec.Reason = fmt.Sprintf("not hashed: the report's %v deadline passed", c.o.WalkTimeout)
+		if isInput {
+			return nil
+		}
+		rec.Reason = fmt.Sprintf("not hashed: the report's %v deadline passed", c.o.WalkTimeout.Round(time.Millisecond))
 		return c.emit(rec, nil)
 	}
 	if err != nil {
@@ -242,6 +251,10 @@ func (c *collector) file(dirfd int, name string, rel []byte, st *unix.Stat_t) er
 		return nil // an input, unchanged
 	}
 	if !c.o.Send {
+		return c.emit(rec, nil)
+	}
+	if st.Size > c.o.MaxFileBytes {
+		rec.Reason = fmt.Sprintf("not copied: %d bytes is more than the %d-byte cap per file", st.Size, c.o.MaxFileBytes)
 		return c.emit(rec, nil)
 	}
 	if c.total+st.Size > c.o.MaxBytes {

@@ -156,3 +156,38 @@ func TestReadFilesRemovesPartialCopy(t *testing.T) {
 		t.Errorf("whole holds %q", b)
 	}
 }
+
+func TestCollectorInputs(t *testing.T) {
+	dir := t.TempDir()
+	same := writeSparse(t, filepath.Join(dir, "same"), 3<<20, 0, "input")
+	writeSparse(t, filepath.Join(dir, "changed"), 3<<20, 0, "other")
+	inputs := map[string]string{"same": same, "changed": same, "gone": same}
+	o := DefaultOutputSpec()
+	o.MaxFileBytes = 1 << 20 // the inputs are larger: they are hashed all the same
+	run := func(o OutputSpec) ([]FileEntry, Truncation) {
+		var b bytes.Buffer
+		if err := newCollector(&b, o, inputs).collect(dir); err != nil {
+			t.Fatal(err)
+		}
+		entries, _, cut, err := readFiles(&b, o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return entries, cut
+	}
+	entries, cut := run(o)
+	got := map[string]string{}
+	for _, e := range entries {
+		got[e.Path] = e.Change
+	}
+	if cut != NotTruncated || len(got) != 2 || got["changed"] != ChangeModified || got["gone"] != ChangeDeleted {
+		t.Errorf("cut %q, entries %+v: want changed modified, gone deleted, same not listed", cut, entries)
+	}
+	// Past the hash budget an input's change is unknown: not listed, and
+	// no input is reported deleted.
+	o.MaxHashBytes = 1 << 20
+	entries, cut = run(o)
+	if cut != TruncatedHashBytes || len(entries) != 0 {
+		t.Errorf("cut %q, entries %+v: want max_hash_bytes and nothing listed", cut, entries)
+	}
+}
