@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,18 +19,22 @@ import (
 // relative to its directory's fd with O_NOFOLLOW, and checks the type of
 // what it opened. Regular files are listed with their hash (and content,
 // when asked); links are recorded; FIFOs, sockets and devices are listed
-// as skipped. Every cap stops the walk cleanly.
+// as skipped. Every cap stops the walk cleanly, and so does its deadline:
+// the walk runs after the payload, outside the run's limits, so it bounds
+// itself in time (o.WalkTimeout) and in hashing (o.MaxHashBytes).
 type collector struct {
-	w      *bufio.Writer
-	o      OutputSpec
-	inputs map[string]string // path -> sha256 of the input written at start
-	seen   map[string]bool
-	links  map[[2]uint64]linkInfo
-	n      int64 // records written
-	total  int64 // content bytes written
-	full   bool  // a cap was reached: the listing is incomplete
-	dirbuf []byte
-	buf    []byte
+	w        *bufio.Writer
+	o        OutputSpec
+	inputs   map[string]string // path -> sha256 of the input written at start
+	seen     map[string]bool
+	links    map[[2]uint64]linkInfo
+	n        int64 // records written
+	total    int64 // logical bytes sent to the output dir, hardlinks included
+	hashed   int64 // logical bytes hashed, holes included
+	deadline time.Time
+	cut      Truncation // what stopped the walk: the listing is incomplete
+	dirbuf   []byte
+	buf      []byte
 }
 
 type linkInfo struct {
@@ -40,7 +46,8 @@ func newCollector(w io.Writer, o OutputSpec, inputs map[string]string) *collecto
 	return &collector{
 		w: bufio.NewWriterSize(w, 64<<10), o: o, inputs: inputs,
 		seen: map[string]bool{}, links: map[[2]uint64]linkInfo{},
-		dirbuf: make([]byte, 32<<10), buf: make([]byte, 64<<10),
+		deadline: time.Now().Add(o.WalkTimeout),
+		dirbuf:   make([]byte, 32<<10), buf: make([]byte, 64<<10),
 	}
 }
 
@@ -56,7 +63,7 @@ func (c *collector) collect(root string) error {
 	if err != nil {
 		return err
 	}
-	if !c.full {
+	if c.cut == NotTruncated {
 		for name := range c.inputs {
 			if !c.seen[name] && !c.capped() {
 				if err := c.emit(&fileRecord{Name: []byte(name), Kind: "file", Change: ChangeDeleted}, nil); err != nil {
@@ -65,17 +72,22 @@ func (c *collector) collect(root string) error {
 			}
 		}
 	}
-	if err := c.emit(&fileRecord{Kind: recordEnd, Truncated: c.full}, nil); err != nil {
+	if err := c.emit(&fileRecord{Kind: recordEnd, Truncated: c.cut != NotTruncated, Cut: string(c.cut)}, nil); err != nil {
 		return err
 	}
 	return c.w.Flush()
 }
 
+// capped says whether the walk must stop here, and records why.
 func (c *collector) capped() bool {
-	if c.n >= c.o.MaxFiles {
-		c.full = true
+	switch {
+	case c.cut != NotTruncated:
+	case c.n >= c.o.MaxFiles:
+		c.cut = TruncatedFiles
+	case time.Now().After(c.deadline):
+		c.cut = TruncatedWalkTimeout
 	}
-	return c.full
+	return c.cut != NotTruncated
 }
 
 func (c *collector) walkDir(dirfd int, prefix []byte, depth int) error {
@@ -168,8 +180,18 @@ func (c *collector) change(rel []byte) string {
 func (c *collector) file(dirfd int, name string, rel []byte, st *unix.Stat_t) error {
 	key := [2]uint64{st.Dev, st.Ino}
 	if first, ok := c.links[key]; ok {
-		// Hardlinked content crosses once, however many names it has.
-		return c.emit(&fileRecord{Name: rel, Kind: "file", Change: c.change(rel), Size: st.Size, SHA256: first.sha256, LinkOf: first.name}, nil)
+		// Hardlinked content crosses once, however many names it has;
+		// each name still counts against the output cap, as a consumer
+		// reading the output dir reads it once per name.
+		rec := &fileRecord{Name: rel, Kind: "file", Change: c.change(rel), Size: st.Size, SHA256: first.sha256, LinkOf: first.name}
+		if c.o.Send {
+			if c.total+st.Size > c.o.MaxBytes {
+				rec.Reason = fmt.Sprintf("not copied: the %d-byte output cap is reached", c.o.MaxBytes)
+			} else {
+				c.total += st.Size
+			}
+		}
+		return c.emit(rec, nil)
 	}
 	rec := &fileRecord{Name: rel, Kind: "file", Size: st.Size}
 	inputHash, isInput := c.inputs[string(rel)]
@@ -179,10 +201,23 @@ func (c *collector) file(dirfd int, name string, rel []byte, st *unix.Stat_t) er
 	} else {
 		rec.Change = ChangeCreated
 	}
-	if st.Size > c.o.MaxFileBytes {
+	// An input is hashed whatever its size, or an unchanged one past the
+	// cap would be reported modified; the hash budget bounds it.
+	if st.Size > c.o.MaxFileBytes && !isInput {
 		rec.Reason = fmt.Sprintf("skipped: %d bytes is more than the %d-byte cap per file", st.Size, c.o.MaxFileBytes)
 		return c.emit(rec, nil)
 	}
+	if c.hashed+st.Size > c.o.MaxHashBytes {
+		// The listing ends here: what follows is not known. Nor is
+		// whether an input changed: it is left out like what follows.
+		c.cut = TruncatedHashBytes
+		if isInput {
+			return nil
+		}
+		rec.Reason = fmt.Sprintf("not hashed: the report hashes at most %d bytes", c.o.MaxHashBytes)
+		return c.emit(rec, nil)
+	}
+	c.hashed += st.Size
 	// O_NONBLOCK: should the entry have become a FIFO, open must not wait.
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -196,6 +231,14 @@ func (c *collector) file(dirfd int, name string, rel []byte, st *unix.Stat_t) er
 		return c.emit(rec, nil)
 	}
 	sum, err := c.hash(fd, st.Size)
+	if errors.Is(err, errWalkDeadline) {
+		c.cut = TruncatedWalkTimeout
+		if isInput {
+			return nil
+		}
+		rec.Reason = fmt.Sprintf("not hashed: the report's %v deadline passed", c.o.WalkTimeout.Round(time.Millisecond))
+		return c.emit(rec, nil)
+	}
 	if err != nil {
 		rec.Reason = fmt.Sprintf("skipped: read: %v", err)
 		return c.emit(rec, nil)
@@ -210,35 +253,98 @@ func (c *collector) file(dirfd int, name string, rel []byte, st *unix.Stat_t) er
 	if !c.o.Send {
 		return c.emit(rec, nil)
 	}
+	if st.Size > c.o.MaxFileBytes {
+		rec.Reason = fmt.Sprintf("not copied: %d bytes is more than the %d-byte cap per file", st.Size, c.o.MaxFileBytes)
+		return c.emit(rec, nil)
+	}
 	if c.total+st.Size > c.o.MaxBytes {
 		rec.Reason = fmt.Sprintf("not copied: the %d-byte output cap is reached", c.o.MaxBytes)
 		return c.emit(rec, nil)
 	}
 	c.total += st.Size
 	rec.Data = true
-	return c.emit(rec, io.NewSectionReader(fdReaderAt(fd), 0, st.Size))
+	return c.emit(rec, &holeReader{fd: fd, size: st.Size})
 }
 
+var errWalkDeadline = errors.New("the walk's deadline passed")
+
+// hash is the sha256 of the file's logical content, holes read as zeros
+// without reading them. It gives up at the walk's deadline: one 128 MiB
+// file takes a fraction of a second, but the file is not the only one.
 func (c *collector) hash(fd int, size int64) (string, error) {
 	h := sha256.New()
-	if _, err := io.CopyBuffer(h, io.NewSectionReader(fdReaderAt(fd), 0, size), c.buf); err != nil {
-		return "", err
+	r := &holeReader{fd: fd, size: size}
+	for {
+		n, err := r.Read(c.buf)
+		h.Write(c.buf[:n])
+		if err == io.EOF {
+			return hex.EncodeToString(h.Sum(nil)), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if time.Now().After(c.deadline) {
+			return "", errWalkDeadline
+		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// fdReaderAt reads with pread, leaving the fd's offset alone.
-type fdReaderAt int
+// holeReader reads a regular file's first size bytes with pread, leaving
+// the fd's offset to lseek. Holes are found with lseek(2) SEEK_DATA and
+// SEEK_HOLE (Linux 3.1; tmpfs since 3.8) and read as zeros without a
+// syscall: a sparse 128 MiB file costs no reads, only its hash. A file
+// system without them reports all of the file as data (SEEK_HOLE at EOF).
+type holeReader struct {
+	fd     int
+	off    int64
+	size   int64
+	segEnd int64 // [off, segEnd) is one segment, a hole when inHole
+	inHole bool
+}
 
-func (f fdReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	n, err := unix.Pread(int(f), p, off)
-	if err == nil && n == 0 && len(p) > 0 {
+func (r *holeReader) Read(p []byte) (int, error) {
+	if r.off >= r.size {
 		return 0, io.EOF
 	}
-	if n < 0 {
-		n = 0
+	if r.off >= r.segEnd {
+		r.locate()
 	}
-	return n, err
+	if want := r.segEnd - r.off; int64(len(p)) > want {
+		p = p[:want]
+	}
+	if r.inHole {
+		clear(p)
+		r.off += int64(len(p))
+		return len(p), nil
+	}
+	n, err := unix.Pread(r.fd, p, r.off)
+	if err != nil {
+		return 0, fmt.Errorf("pread at %d: %w", r.off, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("pread at %d: %w", r.off, io.ErrUnexpectedEOF)
+	}
+	r.off += int64(n)
+	return n, nil
+}
+
+// locate finds the segment that starts at r.off.
+func (r *holeReader) locate() {
+	r.inHole, r.segEnd = false, r.size
+	data, err := unix.Seek(r.fd, r.off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO):
+		// No data from off to EOF (lseek(2)): the rest is a hole.
+		r.inHole = true
+	case err != nil:
+		// SEEK_DATA unsupported: read it all.
+	case data > r.off:
+		r.inHole, r.segEnd = true, min(data, r.size)
+	default:
+		if hole, err := unix.Seek(r.fd, r.off, unix.SEEK_HOLE); err == nil && hole > r.off {
+			r.segEnd = min(hole, r.size)
+		}
+	}
 }
 
 func (c *collector) emit(rec *fileRecord, content io.Reader) error {

@@ -2,6 +2,7 @@ package nsjail
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -25,12 +27,68 @@ type OutputSpec struct {
 	MaxBytes     int64 `json:"max_bytes"`
 	MaxFileBytes int64 `json:"max_file_bytes"`
 	MaxDepth     int   `json:"max_depth"`
+	// MaxHashBytes bounds the logical bytes the walk hashes, holes
+	// included: sha256 costs CPU for every byte of a sparse file, even
+	// where reading it costs nothing (issue 11, finding 5).
+	MaxHashBytes int64 `json:"max_hash_bytes"`
+	// WalkTimeout bounds the walk from its start, after the payload is
+	// gone: the report phase runs outside the run's limits, so it has a
+	// deadline of its own. What was not reached by then is not listed.
+	WalkTimeout time.Duration `json:"walk_timeout_ns"`
 }
 
 // DefaultOutputSpec caps the workspace report when the profile says
 // nothing: enough for a report and its charts, not for a copy of a disk.
+// The walk's 2 s fit in the supervisor's grace after the wall limit;
+// hashing 1 GiB takes about 0.6 s on one core with SHA extensions.
 func DefaultOutputSpec() OutputSpec {
-	return OutputSpec{MaxFiles: 1000, MaxBytes: 256 << 20, MaxFileBytes: 128 << 20, MaxDepth: 32}
+	return OutputSpec{MaxFiles: 1000, MaxBytes: 256 << 20, MaxFileBytes: 128 << 20, MaxDepth: 32,
+		MaxHashBytes: 1 << 30, WalkTimeout: 2 * time.Second}
+}
+
+// inputHashRate is a pessimistic sha256 rate for the walk's deadline: a
+// tenth of one core with SHA extensions, for --cpus quotas and a loaded
+// host.
+const inputHashRate = 128 << 20 // bytes per second
+
+// withInputs sizes the walk's bounds for the inputs streamed in, n bytes
+// in all: the walk hashes them again to tell modified inputs from
+// unchanged ones, so its hash budget and its deadline grow with them. The
+// operator chose these bytes, the payload cannot add to them; and as the
+// init applies this from what it wrote itself, a Spec sent before the
+// payload is known (a warm pool) stays right.
+func (o OutputSpec) withInputs(n int64) OutputSpec {
+	o.MaxHashBytes += n
+	o.WalkTimeout += time.Duration(float64(n) / inputHashRate * float64(time.Second))
+	return o
+}
+
+// Truncation says what cut the workspace report short: the Result's
+// files_truncated_reason. Everything past the cut is unlisted (and an
+// input not reached is not reported deleted).
+type Truncation string
+
+const (
+	NotTruncated Truncation = ""
+	// TruncatedFiles: max_files entries were listed.
+	TruncatedFiles Truncation = "max_files"
+	// TruncatedHashBytes: the next file would have passed max_hash_bytes.
+	TruncatedHashBytes Truncation = "max_hash_bytes"
+	// TruncatedWalkTimeout: the walk's own deadline passed.
+	TruncatedWalkTimeout Truncation = "walk_timeout"
+	// TruncatedTransfer: the stream from the init broke off or broke the
+	// protocol (the init was killed mid-transfer, say); a file whose
+	// content was cut is removed from the output dir and not listed.
+	TruncatedTransfer Truncation = "transfer_failed"
+)
+
+// truncationOf checks a reason sent by the init.
+func truncationOf(s string) (Truncation, error) {
+	switch t := Truncation(s); t {
+	case TruncatedFiles, TruncatedHashBytes, TruncatedWalkTimeout:
+		return t, nil
+	}
+	return "", fmt.Errorf("unknown truncation reason %q", s)
 }
 
 // Changes of a workspace entry, as the Result reports them.
@@ -44,8 +102,9 @@ const (
 // the run created, modified or deleted.
 type FileEntry struct {
 	// Path is relative to the workspace, valid UTF-8 with no control
-	// characters: any other byte is written %XX (and '%' as %25). The
-	// real name is then in RawPathB64.
+	// characters: any other byte is written %XX, and '%' always as %25,
+	// so that two names never share a Path. The real name is then in
+	// RawPathB64.
 	Path       string `json:"path"`
 	RawPathB64 string `json:"raw_path_b64,omitempty"`
 	Change     string `json:"change"`
@@ -57,7 +116,8 @@ type FileEntry struct {
 	// Target of a symlink, escaped like Path; links are never followed.
 	Target string `json:"target,omitempty"`
 	// HardlinkOf names the earlier entry with the same inode: its content
-	// crossed once.
+	// crossed once, and the copy is a hard link to the earlier copy; it
+	// still counts its size against the output cap.
 	HardlinkOf string `json:"hardlink_of,omitempty"`
 	// CopiedTo is where the file was written on the host (--output-dir).
 	CopiedTo string `json:"copied_to,omitempty"`
@@ -77,8 +137,10 @@ type fileRecord struct {
 	LinkOf []byte `json:"link_of,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Data   bool   `json:"data,omitempty"`
-	// Truncated, on the end record: the walk stopped at a cap.
-	Truncated bool `json:"truncated,omitempty"`
+	// Truncated, on the end record: the walk stopped at a cap, named by
+	// Cut.
+	Truncated bool   `json:"truncated,omitempty"`
+	Cut       string `json:"cut,omitempty"`
 }
 
 const recordEnd = "end"
@@ -88,10 +150,13 @@ const recordEnd = "end"
 const maxRecordLine = 64 << 10
 
 // safeName renders raw name bytes for JSON and terminals: valid UTF-8
-// without control characters stays as it is; anything else is written
-// %XX byte by byte, '%' included, and escaped reports that it was.
+// without control characters or '%' stays as it is; anything else is
+// written %XX byte by byte, and escaped reports that it was. '%' is always
+// escaped, so that the mapping is injective: were it kept in otherwise
+// safe names, a file named "a%0A" and one named "a\n" would both be
+// "a%0A" (issue 11, finding 7). FuzzEscapeName checks the round trip.
 func safeName(raw []byte) (name string, escaped bool) {
-	if utf8.Valid(raw) && !strings.ContainsFunc(string(raw), isUnsafeRune) {
+	if utf8.Valid(raw) && !strings.ContainsFunc(string(raw), isUnsafeRune) && !bytes.ContainsRune(raw, '%') {
 		return string(raw), false
 	}
 	var b strings.Builder
@@ -119,8 +184,8 @@ type outputSink interface {
 	// create opens the host file for the entry named safe; it returns
 	// where it went.
 	create(safe string) (io.WriteCloser, string, error)
-	// remove undoes a create whose content turned out wrong.
-	remove(safe string)
+	// remove undoes a create whose content turned out wrong or cut.
+	remove(safe string) error
 	// link makes safe a hard link to the earlier copy first, so that
 	// hardlinked content is written to the host once.
 	link(first, safe string) (string, error)
@@ -128,48 +193,96 @@ type outputSink interface {
 
 // readFiles reads the init's file records until the end record and turns
 // them into Result entries, writing contents to sink (nil: discarded). It
-// trusts nothing it reads: caps are enforced again here, and every copied
-// file is hashed on the host.
-func readFiles(r io.Reader, o OutputSpec, sink outputSink) (entries []FileEntry, truncated bool, err error) {
+// trusts nothing it reads: caps are enforced again here, every copied
+// file is hashed on the host, and no two entries are written to one name.
+//
+// The caps count logical bytes, what a consumer reading every file of the
+// output dir gets: a file's size (holes included: copies are written
+// dense), and again for each hardlink to it, although a link takes no
+// room on the host (issue 11, finding 6; issue 21).
+func readFiles(r io.Reader, o OutputSpec, sink outputSink) (entries []FileEntry, truncated bool, cut Truncation, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var total int64
-	copied := map[string]bool{}
+	copied := map[string]int64{} // name -> size of its copy in the output dir
+	taken := map[string]bool{}   // names written to the output dir, or tried
+	broken := func(err error) ([]FileEntry, bool, Truncation, error) {
+		return entries, true, TruncatedTransfer, fmt.Errorf("files pipe: %w", err)
+	}
 	for n := int64(0); ; n++ {
 		line, err := readBoundedLine(br, maxRecordLine)
 		if err != nil {
-			return entries, true, fmt.Errorf("files pipe: %w", err)
+			return broken(err)
 		}
 		var rec fileRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
-			return entries, true, fmt.Errorf("files pipe: bad record: %w", err)
+			return broken(fmt.Errorf("bad record: %w", err))
 		}
 		if rec.Kind == recordEnd {
-			return entries, rec.Truncated, nil
+			if !rec.Truncated {
+				return entries, false, NotTruncated, nil
+			}
+			cut, err := truncationOf(rec.Cut)
+			if err != nil {
+				return broken(err)
+			}
+			return entries, true, cut, nil
 		}
 		if n >= o.MaxFiles {
-			return entries, true, fmt.Errorf("files pipe: more than %d entries", o.MaxFiles)
+			return broken(fmt.Errorf("more than %d entries", o.MaxFiles))
 		}
 		e := entryOf(&rec)
+		out := sink
+		if out != nil && (rec.Data || e.HardlinkOf != "") && taken[e.Path] {
+			// Names are escaped injectively, so only a lying init repeats
+			// one; the first entry written under a name keeps it, so that
+			// the Result's hash is the hash of the file on disk.
+			out = nil
+			e.Skipped = "not copied: an earlier entry has the same name"
+		}
 		if rec.Data {
 			if rec.Size < 0 || rec.Size > o.MaxFileBytes || total+rec.Size > o.MaxBytes {
-				return entries, true, fmt.Errorf("files pipe: %s: %d bytes is past the caps", e.Path, rec.Size)
+				return broken(fmt.Errorf("%s: %d bytes is past the caps", e.Path, rec.Size))
 			}
 			total += rec.Size
-			if err := receiveContent(br, &rec, &e, sink); err != nil {
-				return entries, true, err
+			if out != nil {
+				taken[e.Path] = true
 			}
-			copied[e.Path] = e.CopiedTo != ""
-		} else if e.HardlinkOf != "" && sink != nil && copied[e.HardlinkOf] {
-			where, err := sink.link(e.HardlinkOf, e.Path)
-			if err != nil {
-				e.Skipped = fmt.Sprintf("not linked: %v", err)
-			} else {
-				e.CopiedTo = where
-				copied[e.Path] = true
+			if err := receiveContent(br, &rec, &e, out); err != nil {
+				// The partial copy is gone; the entry is not listed.
+				return entries, true, TruncatedTransfer, err
+			}
+			if e.CopiedTo != "" {
+				copied[e.Path] = rec.Size
+			}
+		} else if e.HardlinkOf != "" && out != nil && e.Skipped == "" {
+			if size, ok := copied[e.HardlinkOf]; ok {
+				total += linkInto(out, &e, size, total, o.MaxBytes, taken)
 			}
 		}
 		entries = append(entries, e)
 	}
+}
+
+// linkInto makes e a hard link to the copy of the entry it links to,
+// whose size is firstSize, if that fits the output cap; it returns the
+// logical bytes it added to the output dir.
+func linkInto(sink outputSink, e *FileEntry, firstSize, total, max int64, taken map[string]bool) int64 {
+	if e.Size != firstSize {
+		e.Skipped = fmt.Sprintf("not linked: %d bytes, but %s has %d", e.Size, e.HardlinkOf, firstSize)
+		return 0
+	}
+	if total+firstSize > max {
+		e.Skipped = fmt.Sprintf("not copied: the %d-byte output cap is reached", max)
+		return 0
+	}
+	taken[e.Path] = true
+	where, err := sink.link(e.HardlinkOf, e.Path)
+	if err != nil {
+		e.Skipped = fmt.Sprintf("not linked: %v", err)
+		return 0
+	}
+	e.CopiedTo = where
+	return firstSize
 }
 
 func entryOf(rec *fileRecord) FileEntry {
@@ -187,37 +300,73 @@ func entryOf(rec *fileRecord) FileEntry {
 	return e
 }
 
+// sinkWriter keeps the first write error of a host copy and swallows it,
+// so that a full disk stops the copy but not the reading of the stream,
+// which must go on to the next record.
+type sinkWriter struct {
+	w   io.WriteCloser
+	err error
+}
+
+func (s *sinkWriter) Write(p []byte) (int, error) {
+	if s.err == nil {
+		_, s.err = s.w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (s *sinkWriter) close() error {
+	if err := s.w.Close(); s.err == nil {
+		s.err = err
+	}
+	return s.err
+}
+
 // receiveContent copies one file's bytes to the sink (or discards them)
-// and checks them against the init's hash.
+// and checks them against the init's hash. A copy that did not end up
+// whole and matching is removed from the output dir: nothing is left
+// there that the Result does not list with its hash.
 func receiveContent(br *bufio.Reader, rec *fileRecord, e *FileEntry, sink outputSink) error {
 	h := sha256.New()
 	var w io.Writer = h
-	var out io.WriteCloser
+	var out *sinkWriter
 	if sink != nil {
 		f, where, err := sink.create(e.Path)
 		if err != nil {
 			e.Skipped = fmt.Sprintf("not copied: %v", err)
 		} else {
-			out, e.CopiedTo = f, where
-			w = io.MultiWriter(h, f)
+			out, e.CopiedTo = &sinkWriter{w: f}, where
+			w = io.MultiWriter(h, out)
 		}
 	}
-	_, err := io.CopyN(w, br, rec.Size)
+	n, err := io.CopyN(w, br, rec.Size)
+	var werr error
 	if out != nil {
-		if cerr := out.Close(); err == nil && cerr != nil {
-			e.Skipped, e.CopiedTo = fmt.Sprintf("not copied: %v", cerr), ""
-			sink.remove(e.Path)
-		}
+		werr = out.close()
 	}
 	if err != nil {
-		return fmt.Errorf("files pipe: %s: %w", e.Path, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != rec.SHA256 {
+		err = fmt.Errorf("files pipe: %s: the transfer broke after %d of %d bytes: %w", e.Path, n, rec.Size, err)
 		if out != nil {
-			sink.remove(e.Path)
+			if rerr := sink.remove(e.Path); rerr != nil {
+				err = fmt.Errorf("%w; the partial copy %s stays: %v", err, e.CopiedTo, rerr)
+			}
 		}
-		e.CopiedTo, e.Skipped, e.SHA256 = "", "content changed while it was read", got
+		return err
 	}
+	switch got := hex.EncodeToString(h.Sum(nil)); {
+	case got != rec.SHA256:
+		e.Skipped, e.SHA256 = "content changed while it was read", got
+	case werr != nil:
+		e.Skipped = fmt.Sprintf("not copied: %v", werr)
+	default:
+		return nil
+	}
+	if out != nil {
+		if rerr := sink.remove(e.Path); rerr != nil {
+			e.Skipped += fmt.Sprintf("; the bad copy %s stays: %v", e.CopiedTo, rerr)
+		}
+	}
+	e.CopiedTo = ""
 	return nil
 }
 

@@ -51,6 +51,8 @@ type initProc struct {
 	// inputs maps each input's workspace path to the sha256 of what was
 	// written, to tell modified inputs from unchanged ones afterwards.
 	inputs map[string]string
+	// inputBytes is their total size: the walk's bounds grow with it.
+	inputBytes int64
 	// denials counts what the seccomp filter refused; nil without one.
 	denials *denialServer
 }
@@ -269,6 +271,7 @@ func (in *initProc) writeInputs(files []File) error {
 			return &pathError{"write", dst, err}
 		}
 		in.inputs[f.Path] = hex.EncodeToString(h.Sum(nil))
+		in.inputBytes += f.Size
 	}
 	return nil
 }
@@ -430,7 +433,7 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 func (in *initProc) reportFiles() {
 	files := os.NewFile(filesFD, "files")
 	defer files.Close()
-	if err := newCollector(files, in.spec.Outputs, in.inputs).collect(in.spec.Workdir); err != nil {
+	if err := newCollector(files, in.spec.Outputs.withInputs(in.inputBytes), in.inputs).collect(in.spec.Workdir); err != nil {
 		in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("workspace report: %v", err)})
 	}
 }

@@ -100,7 +100,13 @@ func (d *outputDir) create(name string) (io.WriteCloser, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	fd, err := openBeneath(dirfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
+	// A stale file of an earlier run is replaced, not truncated: it may
+	// be a hardlink whose other names must keep their content.
+	if err := unix.Unlinkat(dirfd, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		closeIfNot(dirfd, d.fd)
+		return nil, "", fmt.Errorf("replace %s: %w", name, err)
+	}
+	fd, err := openBeneath(dirfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
 	closeIfNot(dirfd, d.fd)
 	if err != nil {
 		return nil, "", fmt.Errorf("create %s: %w", name, err)
@@ -114,10 +120,18 @@ func (d *outputDir) create(name string) (io.WriteCloser, string, error) {
 	return os.NewFile(uintptr(fd), name), filepath.Join(d.path, name), nil
 }
 
-func (d *outputDir) remove(name string) {
-	if checkRelative(name) == nil {
-		unix.Unlinkat(d.fd, name, 0)
+// remove unlinks a copy that must not stay (partial, or not matching its
+// hash), resolving its parents beneath the output dir like create did.
+func (d *outputDir) remove(name string) error {
+	dirfd, base, err := d.parent(name)
+	if err != nil {
+		return err
 	}
+	defer closeIfNot(dirfd, d.fd)
+	if err := unix.Unlinkat(dirfd, base, 0); err != nil {
+		return fmt.Errorf("unlink %s: %w", name, err)
+	}
+	return nil
 }
 
 func closeIfNot(fd, keep int) {

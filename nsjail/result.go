@@ -69,6 +69,10 @@ type Result struct {
 	// deleted (never empty-null: [] when none).
 	Files          []FileEntry `json:"files"`
 	FilesTruncated bool        `json:"files_truncated"`
+	// FilesTruncatedReason says what cut the listing short when
+	// FilesTruncated: max_files, max_hash_bytes, walk_timeout or
+	// transfer_failed (added after files_truncated: absent when false).
+	FilesTruncatedReason Truncation `json:"files_truncated_reason,omitempty"`
 	// Network lists every connection attempt through the proxy, allowed
 	// or not ([] without network).
 	Network []netproxy.Attempt `json:"network"`

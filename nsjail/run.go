@@ -300,7 +300,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	var filesErr error
 	go func() {
 		defer wg.Done()
-		s.res.Files, s.res.FilesTruncated, filesErr = readFiles(p.filesR, job.Spec.Outputs, sink)
+		s.res.Files, s.res.FilesTruncated, s.res.FilesTruncatedReason, filesErr = readFiles(p.filesR, job.Spec.Outputs, sink)
 		io.Copy(io.Discard, p.filesR) // never leave the init blocked on a full pipe
 	}()
 	if job.Stdin != nil {

@@ -90,8 +90,11 @@ func (s *Spec) Validate() error {
 }
 
 func checkOutputs(o OutputSpec) error {
-	if o.MaxFiles <= 0 || o.MaxBytes < 0 || o.MaxFileBytes < 0 || o.MaxDepth <= 0 {
-		return fmt.Errorf("output caps: files %d, bytes %d, file bytes %d, depth %d: want positive counts", o.MaxFiles, o.MaxBytes, o.MaxFileBytes, o.MaxDepth)
+	if o.MaxFiles <= 0 || o.MaxBytes < 0 || o.MaxFileBytes < 0 || o.MaxDepth <= 0 || o.MaxHashBytes < 0 {
+		return fmt.Errorf("output caps: files %d, bytes %d, file bytes %d, depth %d, hash bytes %d: want positive counts", o.MaxFiles, o.MaxBytes, o.MaxFileBytes, o.MaxDepth, o.MaxHashBytes)
+	}
+	if o.WalkTimeout <= 0 {
+		return fmt.Errorf("output walk timeout %v: want a positive duration", o.WalkTimeout)
 	}
 	return nil
 }

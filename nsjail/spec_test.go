@@ -34,6 +34,7 @@ func TestSpecValidate(t *testing.T) {
 		{"rlimit", func(s *Spec) { s.Rlimits = []Rlimit{{Resource: "RLIMIT_BOGUS"}} }, "unknown resource"},
 		{"seccomp policy", func(s *Spec) { s.Seccomp = "mine" }, "seccomp policy \"mine\""},
 		{"output caps", func(s *Spec) { s.Outputs.MaxFiles = 0 }, "output caps"},
+		{"output walk timeout", func(s *Spec) { s.Outputs.WalkTimeout = 0 }, "output walk timeout"},
 		{"rlimit order", func(s *Spec) { s.Rlimits = []Rlimit{{Resource: "RLIMIT_NOFILE", Soft: 2, Hard: 1}} }, "above hard"},
 	}
 	for _, tc := range cases {

@@ -53,6 +53,29 @@ elif mode == "sparse":
     with open("sparse", "wb") as f:
         f.truncate(1 << 40)
     open("small.txt", "w").write("ok\n")
+elif mode == "sparse-many":
+    # arg: how many sparse 128 MiB files, each with 4 KiB of its own data
+    # and holes after it: cheap to make, costly to hash and copy dense.
+    for i in range(int(arg)):
+        with open("sparse-%04d" % i, "wb") as f:
+            f.write(os.urandom(4096))
+            f.truncate(128 << 20)
+elif mode == "sparse-links":
+    # Four sparse 128 MiB files (256 KiB of data each), two more names
+    # for each.
+    for i in range(4):
+        name = "sparse-%d" % i
+        with open(name, "wb") as f:
+            f.write(os.urandom(256 << 10))
+            f.truncate(128 << 20)
+        for j in range(2):
+            os.link(name, "%s-link-%d" % (name, j))
+elif mode == "collide":
+    # Two names that one escaping, with '%' kept as it is, maps to one.
+    with open(b"a\n", "w") as f:
+        f.write("one\n")
+    with open(b"a%0A", "w") as f:
+        f.write("two\n")
 elif mode == "many":
     n = int(arg)
     for i in range(n):
