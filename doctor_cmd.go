@@ -73,7 +73,7 @@ func runDoctor() *doctorReport {
 		{Name: "CLONE_INTO_CGROUP", Run: func() doctor.Check { return doctor.CloneIntoCgroup(string(mode)) }},
 		{Name: "seccomp", Run: seccompCheck},
 		{Name: "pidfd", Run: doctor.Pidfd},
-		{Name: "Landlock", Run: doctor.Landlock},
+		{Name: "Landlock", Run: func() doctor.Check { return doctor.Landlock(nsjail.LandlockABI()) }},
 		{Name: "trial sandbox", Run: func() doctor.Check { c, py := trialSandbox(); out.Python = py; return c }},
 		{Name: "rootfs python3", Run: func() doctor.Check { return pythonCheck(out.Python) }},
 	}
@@ -226,6 +226,13 @@ func checkRequired(p *profiles.Profile) error {
 			}
 			if c := doctor.SeccompUserNotif(); c.Status == doctor.Fail {
 				return fmt.Errorf("the profile requires seccomp: %s (fix: %s)", c.Detail, c.Fix)
+			}
+		case "landlock":
+			if p.Landlock.Mode != "on" {
+				return fmt.Errorf("the profile requires landlock, but landlock.mode is %q (%s): set it to \"on\"", p.Landlock.Mode, p.Origin("landlock.mode"))
+			}
+			if c := doctor.Landlock(nsjail.LandlockABI()); c.Status != doctor.OK {
+				return fmt.Errorf("the profile requires landlock: %s (fix: %s)", c.Detail, c.Fix)
 			}
 		case "userns", "netns":
 			// sbx always runs in its own user and network namespaces:

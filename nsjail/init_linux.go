@@ -121,6 +121,7 @@ func (in *initProc) run() int {
 		{"clear ambient caps", clearAmbientCaps},
 		{"lock securebits", lockSecurebits},
 		{"drop bounding set", dropBoundingSet},
+		{"landlock_restrict_self", func() error { return landlockRestrictSelf(&in.spec) }},
 		{"set no_new_privs", setNoNewPrivs},
 		{"clear capabilities", clearCapSets},
 		// Last: from here on this thread runs under the filter, and so

@@ -1,0 +1,166 @@
+package nsjail
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"github.com/sbx-sandbox/sbx/rootfs"
+)
+
+// landlockConfig is the Landlock ruleset the init puts itself (and so the
+// payload it forks) under, one layer below the namespaces (landlock(7)).
+//
+// It is pinned to ABI 7, the newest this was tested on: go-landlock
+// warns that each new ABI may refuse more (ABI 9 handles connect(2) to
+// pathname unix sockets, ABI 10 UDP), so moving up is a reviewed change.
+// BestEffort uses what an older kernel has, down to nothing at all; the
+// Result's layers say what it got (landlockLayer) and --require landlock
+// refuses a host without it.
+//
+// The TCP rights of ABI 4 are deliberately not handled. Landlock's
+// network rules match ports only, never addresses, and inside the
+// sandbox's network namespace the only peers are the payload's own
+// loopback servers (often on ephemeral ports: asyncio, socketserver,
+// multiprocessing managers bind port 0) and, with the proxy, sbx's
+// listener on ProxyAddr. A port rule could block neither the outside
+// (there is no route to it) nor anything reachable without breaking
+// those servers. The network namespace is the network layer; Landlock
+// adds the IPC scopes of ABI 6, which keep signals and abstract unix
+// sockets inside the sandbox's own Landlock domain.
+var landlockConfig = func() landlock.Config {
+	c := landlock.V7
+	c.HandledAccessNet = 0
+	return c.BestEffort()
+}()
+
+// landlockMaxABI is the ABI landlockConfig asks for.
+const landlockMaxABI = 7
+
+// landlockPaths are the places the ruleset lets the payload write: the
+// directories of the mounts that are writable once the plan has run, and
+// the device nodes bound after the seal.
+type landlockPaths struct {
+	Dirs    []string
+	Devices []string
+}
+
+// landlockWritable derives the writable paths from the mount plan rather
+// than from a list of its own, so that what Landlock allows follows what
+// the plan mounts: only what is mounted after the KindSeal step can be
+// writable (the seal makes everything before it read-only), that is each
+// tmpfs that no later KindRemountRO seals (the workspace, /tmp, /dev/shm;
+// not /dev itself) and each bind (the device nodes). The procfs is left
+// read-only on purpose: nothing a payload needs writes to /proc, and
+// Landlock refuses /proc/self/* and /proc/sys writes that the mount
+// would allow.
+func landlockWritable(mounts []rootfs.Mount) landlockPaths {
+	sealed := false
+	kind := map[string]rootfs.Kind{}
+	var order []string
+	for _, m := range mounts {
+		switch m.Kind {
+		case rootfs.KindSeal:
+			sealed = true
+		case rootfs.KindTmpfs, rootfs.KindBind:
+			if sealed {
+				if _, ok := kind[m.Dst]; !ok {
+					order = append(order, m.Dst)
+				}
+				kind[m.Dst] = m.Kind
+			}
+		case rootfs.KindRemountRO:
+			delete(kind, m.Dst)
+		}
+	}
+	var p landlockPaths
+	for _, dst := range order {
+		switch kind[dst] {
+		case rootfs.KindTmpfs:
+			p.Dirs = append(p.Dirs, dst)
+		case rootfs.KindBind:
+			p.Devices = append(p.Devices, dst)
+		}
+	}
+	return p
+}
+
+// landlockRules are the rules of the ruleset: read and execute anywhere,
+// everything in the writable directories (with "refer", so that a file
+// may be renamed or linked from one directory to another inside them:
+// Landlock refuses any reparenting without it, even on ABI 1, which is why
+// BestEffort skips ABI 1 altogether), and reading, writing and ioctl(2)
+// on the device nodes (ABI 5 would refuse ioctls such as TCGETS on them).
+func landlockRules(p landlockPaths) []landlock.Rule {
+	rules := []landlock.Rule{landlock.RODirs("/")}
+	if len(p.Dirs) > 0 {
+		rules = append(rules, landlock.RWDirs(p.Dirs...).WithRefer())
+	}
+	if len(p.Devices) > 0 {
+		rules = append(rules, landlock.RWFiles(p.Devices...).WithIoctlDev())
+	}
+	return rules
+}
+
+// landlockRestrictSelf creates the ruleset and enforces it on every thread
+// of the init (landlock_create_ruleset(2), landlock_add_rule(2),
+// landlock_restrict_self(2)). It runs after pivot_root, so "/" is the
+// sandbox's root, and before seccomp, which does not let these syscalls
+// through. go-landlock sets no_new_privs itself, as landlock_restrict_self
+// needs it (or CAP_SYS_ADMIN) on every thread. What the init still does
+// afterwards only reads files (the workspace report, /proc) and writes to
+// pipes it already holds, which Landlock does not check.
+func landlockRestrictSelf(s *Spec) error {
+	if !s.Landlock {
+		return nil
+	}
+	p := landlockWritable(s.Mounts)
+	if err := landlockConfig.Restrict(landlockRules(p)...); err != nil {
+		return fmt.Errorf("%v, read-write %s, devices %s: %w", landlockConfig, strings.Join(p.Dirs, " "), strings.Join(p.Devices, " "), err)
+	}
+	return nil
+}
+
+// LandlockABI is the Landlock ABI the init's ruleset gets on this kernel:
+// the kernel's (landlock_create_ruleset with
+// LANDLOCK_CREATE_RULESET_VERSION; 0 without Landlock), capped at what sbx
+// asks for. Like go-landlock (internal/abi.go) it counts an ABI 6 or later
+// whose signal scoping has not had its fix (erratum 2, backported to 6.12
+// LTS) as ABI 5.
+func LandlockABI() int {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil || v < 0 {
+		return 0
+	}
+	if v >= 6 {
+		if e, err := llsys.LandlockGetErrata(); err != nil || e&0x2 == 0 {
+			v = 5
+		}
+	}
+	return min(v, landlockMaxABI)
+}
+
+// landlockLayer states the Landlock layer of a run: whether the Spec asked
+// for it, and what the kernel's ABI makes of landlockConfig.
+func landlockLayer(s *Spec, abi int) Layer {
+	if !s.Landlock {
+		return Layer{State: LayerOff, Detail: "no Landlock ruleset (landlock.mode off)", ABI: abi}
+	}
+	switch abi {
+	case 0:
+		return Layer{State: LayerDegraded, Detail: "Landlock is not available on this kernel: nothing but the mounts keeps the root read-only", ABI: abi}
+	case 1:
+		return Layer{State: LayerDegraded, Detail: "Landlock ABI 1 is not used: it cannot allow renames between directories (ABI 2, Linux 5.19)", ABI: abi}
+	}
+	p := landlockWritable(s.Mounts)
+	d := fmt.Sprintf("ABI %d: read and execute anywhere, write only in %s", abi, strings.Join(p.Dirs, " "))
+	if len(p.Devices) > 0 {
+		d += fmt.Sprintf(" and the %d device nodes", len(p.Devices))
+	}
+	if abi >= 6 {
+		d += "; signals and abstract unix sockets scoped to the sandbox"
+	}
+	return Layer{State: LayerOn, Detail: d + "; TCP left to the network namespace", ABI: abi}
+}
