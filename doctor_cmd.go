@@ -321,6 +321,7 @@ func runAttempt(a doctor.Attempt) *doctor.Outcome {
 		job.Proxy = proxy
 	}
 	var after func()
+	finished := make(chan struct{})
 	switch a.Host {
 	case doctor.HostListener:
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -352,8 +353,8 @@ func runAttempt(a doctor.Attempt) *doctor.Outcome {
 			select {
 			case <-ready.ch:
 				o.Host["inotify_init1"] = hostInotify()
-			case <-time.After(job.Timeout):
-				o.Host["inotify_init1"] = "not tried: the payload never said it was ready"
+			case <-finished:
+				o.Host["inotify_init1"] = "not tried: the payload ended before it said it was ready"
 			}
 		}()
 		after = wg.Wait
@@ -364,6 +365,7 @@ func runAttempt(a doctor.Attempt) *doctor.Outcome {
 	go func() { done <- nsjail.Run(context.Background(), job) }()
 	select {
 	case o.Result = <-done:
+		close(finished)
 	case <-time.After(job.Timeout + attemptGrace):
 		o.Err = fmt.Errorf("sbx did not return within %v of the payload's %v wall limit", attemptGrace, job.Timeout)
 		return o

@@ -202,14 +202,18 @@ func refused(v string) bool {
 }
 
 // seccompJudge passes when every dangerous call failed and the filter
-// itself refused each one: it is named in the Result's seccomp_denials (or
-// its errno is ENOSYS/killed, the filter's own answers, when the kernel
-// gave no listener). A call that failed only because the kernel behind
-// the filter said EPERM would pass the errno test but not this one.
+// itself refused each one: it is named in the Result's seccomp_denials. A
+// call that failed only because the kernel behind the filter said EPERM
+// would pass the errno test but not this one. Where the kernel gave no
+// listener (the seccomp layer is degraded), the errnos are all there is
+// to judge by, and the detail says so.
 func seccompJudge(o *Outcome) (bool, string) {
 	m, has := outMap(o)
 	if !has || len(m) == 0 {
 		return noOutput(o)
+	}
+	if l := o.Result.Layers["seccomp"]; l.State == nsjail.LayerOff {
+		return false, "no seccomp filter: " + l.Detail
 	}
 	denied := map[string]bool{}
 	for _, d := range o.Result.SeccompDenials {
@@ -229,6 +233,9 @@ func seccompJudge(o *Outcome) (bool, string) {
 	if len(bad) > 0 {
 		return false, "got through: " + strings.Join(bad, ", ")
 	}
+	if !known {
+		return true, fmt.Sprintf("all %d failed (%s); the kernel gave no seccomp listener, so the errnos alone were judged", len(m), strings.Join(sortedKeys(m), " "))
+	}
 	return true, fmt.Sprintf("the filter refused all %d (%s)", len(m), strings.Join(sortedKeys(m), " "))
 }
 
@@ -246,8 +253,8 @@ func fdsJudge(o *Outcome) (bool, string) {
 
 // procJudge: every read-side file is unreadable or masked (empty), every
 // write-side file refuses to open for writing.
-func procJudge(k, v string) bool {
-	return v == "empty" || refused(v) || v == "EINVAL" && k == "/proc/kcore"
+func procJudge(_, v string) bool {
+	return v == "empty" || refused(v)
 }
 
 func connectJudge(o *Outcome) (bool, string) {

@@ -95,6 +95,7 @@ func TestJudges(t *testing.T) {
 	}{
 		{"seccomp: filter refused", seccompJudge, Outcome{Result: &nsjail.Result{SeccompDenials: []nsjail.Denial{{Syscall: "bpf", Count: 1}}}, Out: map[string]any{"bpf": "EPERM"}}, true},
 		{"seccomp: kernel refused, not the filter", seccompJudge, Outcome{Result: &nsjail.Result{SeccompDenials: []nsjail.Denial{}}, Out: map[string]any{"bpf": "EPERM"}}, false},
+		{"seccomp: no filter at all", seccompJudge, Outcome{Result: &nsjail.Result{Layers: map[string]nsjail.Layer{"seccomp": {State: nsjail.LayerOff}}}, Out: map[string]any{"bpf": "EPERM"}}, false},
 		{"seccomp: reached the kernel", seccompJudge, Outcome{Result: &nsjail.Result{}, Out: map[string]any{"bpf": "EFAULT"}}, false},
 		{"fds: stdio only", fdsJudge, Outcome{Result: okResult(""), Out: []any{0.0, 1.0, 2.0}}, true},
 		{"fds: a leak", fdsJudge, Outcome{Result: okResult(""), Out: []any{0.0, 1.0, 2.0, 3.0}}, false},
