@@ -51,11 +51,13 @@ type landlockPaths struct {
 // than from a list of its own, so that what Landlock allows follows what
 // the plan mounts: only what is mounted after the KindSeal step can be
 // writable (the seal makes everything before it read-only), that is each
-// tmpfs that no later KindRemountRO seals (the workspace, /tmp, /dev/shm;
-// not /dev itself) and each bind (the device nodes). The procfs is left
-// read-only on purpose: nothing a payload needs writes to /proc, and
-// Landlock refuses /proc/self/* and /proc/sys writes that the mount
-// would allow.
+// mount that no later KindRemountRO seals: the tmpfs mounts (the
+// workspace, /tmp, /dev/shm; not /dev itself), the binds (the device
+// nodes), and any kind of mount added later (a devpts, say), taken as a
+// directory. The procfs is left read-only on purpose: nothing a payload
+// needs writes to /proc, and Landlock refuses the /proc/self/* and
+// /proc/sys writes that the mount would allow. Dirs, files and symlinks
+// are entries inside a mount already listed, not mounts.
 func landlockWritable(mounts []rootfs.Mount) landlockPaths {
 	sealed := false
 	kind := map[string]rootfs.Kind{}
@@ -64,24 +66,27 @@ func landlockWritable(mounts []rootfs.Mount) landlockPaths {
 		switch m.Kind {
 		case rootfs.KindSeal:
 			sealed = true
-		case rootfs.KindTmpfs, rootfs.KindBind:
-			if sealed {
-				if _, ok := kind[m.Dst]; !ok {
-					order = append(order, m.Dst)
-				}
-				kind[m.Dst] = m.Kind
-			}
 		case rootfs.KindRemountRO:
 			delete(kind, m.Dst)
+		case rootfs.KindProc, rootfs.KindDir, rootfs.KindFile, rootfs.KindSymlink:
+		default:
+			if !sealed {
+				continue
+			}
+			if _, ok := kind[m.Dst]; !ok {
+				order = append(order, m.Dst)
+			}
+			kind[m.Dst] = m.Kind
 		}
 	}
 	var p landlockPaths
 	for _, dst := range order {
-		switch kind[dst] {
-		case rootfs.KindTmpfs:
-			p.Dirs = append(p.Dirs, dst)
-		case rootfs.KindBind:
+		switch k, ok := kind[dst]; {
+		case !ok:
+		case k == rootfs.KindBind:
 			p.Devices = append(p.Devices, dst)
+		default:
+			p.Dirs = append(p.Dirs, dst)
 		}
 	}
 	return p
@@ -93,10 +98,12 @@ func landlockWritable(mounts []rootfs.Mount) landlockPaths {
 // Landlock refuses any reparenting without it, even on ABI 1, which is why
 // BestEffort skips ABI 1 altogether), and reading, writing and ioctl(2)
 // on the device nodes (ABI 5 would refuse ioctls such as TCGETS on them).
+// The directories get ioctl too: a tmpfs holds no device (nodev, and no
+// mknod in a user namespace), but a devpts would need it for its ttys.
 func landlockRules(p landlockPaths) []landlock.Rule {
 	rules := []landlock.Rule{landlock.RODirs("/")}
 	if len(p.Dirs) > 0 {
-		rules = append(rules, landlock.RWDirs(p.Dirs...).WithRefer())
+		rules = append(rules, landlock.RWDirs(p.Dirs...).WithRefer().WithIoctlDev())
 	}
 	if len(p.Devices) > 0 {
 		rules = append(rules, landlock.RWFiles(p.Devices...).WithIoctlDev())

@@ -37,9 +37,11 @@ func TestLandlockWritableFollowsThePlan(t *testing.T) {
 		{Kind: rootfs.KindRemountRO, Dst: "/sealed-later"},
 		{Kind: rootfs.KindProc, Dst: "/proc"},
 		{Kind: rootfs.KindTmpfs, Dst: "/w"},
+		{Kind: rootfs.KindDir, Dst: "/w/sub"},
+		{Kind: "devpts", Dst: "/dev/pts"}, // a kind of mount added later
 	}
-	if p := landlockWritable(plan); strings.Join(p.Dirs, " ") != "/w" || len(p.Devices) != 0 {
-		t.Errorf("landlockWritable = %+v, want only /w", p)
+	if p := landlockWritable(plan); strings.Join(p.Dirs, " ") != "/w /dev/pts" || len(p.Devices) != 0 {
+		t.Errorf("landlockWritable = %+v, want /w and /dev/pts", p)
 	}
 }
 
