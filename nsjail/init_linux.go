@@ -121,8 +121,8 @@ func (in *initProc) run() int {
 		{"clear ambient caps", clearAmbientCaps},
 		{"lock securebits", lockSecurebits},
 		{"drop bounding set", dropBoundingSet},
-		{"landlock_restrict_self", func() error { return landlockRestrictSelf(&in.spec) }},
 		{"set no_new_privs", setNoNewPrivs},
+		{"landlock_restrict_self", func() error { return landlockRestrictSelf(&in.spec) }},
 		{"clear capabilities", clearCapSets},
 		// Last: from here on this thread runs under the filter, and so
 		// does the payload it forks (seccomp(2): inherited by children).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/rootfs"
 )
@@ -111,21 +112,45 @@ func landlockRules(p landlockPaths) []landlock.Rule {
 	return rules
 }
 
-// landlockRestrictSelf creates the ruleset and enforces it on every thread
-// of the init (landlock_create_ruleset(2), landlock_add_rule(2),
-// landlock_restrict_self(2)). It runs after pivot_root, so "/" is the
-// sandbox's root, and before seccomp, which does not let these syscalls
-// through. go-landlock sets no_new_privs itself, as landlock_restrict_self
-// needs it (or CAP_SYS_ADMIN) on every thread. What the init still does
-// afterwards only reads files (the workspace report, /proc) and writes to
-// pipes it already holds, which Landlock does not check.
+// landlockRestrictSelf creates the ruleset (landlock_create_ruleset(2),
+// landlock_add_rule(2)) and enforces it on the init's main thread, the one
+// that forks the payload (landlock_restrict_self(2)): a Landlock domain is
+// per thread and inherited across fork and execve, so the payload and all
+// it starts get it.
+//
+// Only that thread, on purpose. Below ABI 8 go-landlock's Restrict
+// enforces on every thread through libpsx, one landlock_restrict_self per
+// thread, and each call makes a domain of its own: the ABI 6 signal scope
+// then refuses the init's control goroutine, on another thread, its
+// kill(2) of the payload (signal forwarding, the kill on a limit), since
+// sibling domains may not signal each other. With one domain that cannot
+// happen, on any ABI, and no signal has to reach every init thread first.
+// The init's other threads run only its own loops (the control pipe, the
+// denial server); the main thread, which also walks the hostile workspace
+// for the report, is confined.
+//
+// It runs after pivot_root, so "/" is the sandbox's root, after
+// no_new_privs (which landlock_restrict_self needs, or CAP_SYS_ADMIN), and
+// before seccomp, which does not let these syscalls through. What the init
+// still does on this thread afterwards only reads files (the workspace
+// report) and writes to pipes it already holds, which Landlock does not
+// check. The caller holds runtime.LockOSThread for good (Init), as
+// go-landlock's NewRulesetFD asks.
 func landlockRestrictSelf(s *Spec) error {
 	if !s.Landlock {
 		return nil
 	}
 	p := landlockWritable(s.Mounts)
-	if err := landlockConfig.Restrict(landlockRules(p)...); err != nil {
-		return fmt.Errorf("%v, read-write %s, devices %s: %w", landlockConfig, strings.Join(p.Dirs, " "), strings.Join(p.Devices, " "), err)
+	fd, flags, err := landlockConfig.NewRulesetFD(landlockRules(p)...)
+	if err != nil {
+		return fmt.Errorf("landlock_create_ruleset (%v, read-write %s, devices %s): %w", landlockConfig, strings.Join(p.Dirs, " "), strings.Join(p.Devices, " "), err)
+	}
+	if fd < 0 {
+		return nil // no usable Landlock here; the Result's layers say so
+	}
+	defer unix.Close(fd)
+	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self(%d, %#x): %w", fd, flags, err)
 	}
 	return nil
 }
