@@ -11,8 +11,9 @@ import (
 	"github.com/sbx-sandbox/sbx/rootfs"
 )
 
-// landlockConfig is the Landlock ruleset the init puts itself (and so the
-// payload it forks) under, one layer below the namespaces (landlock(7)).
+// landlockConfig is the Landlock ruleset that the init's main thread, and
+// so the payload it forks, runs under: one layer below the namespaces
+// (landlock(7)).
 //
 // It is pinned to ABI 7, the newest this was tested on: go-landlock
 // warns that each new ABI may refuse more (ABI 9 handles connect(2) to
