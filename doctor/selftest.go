@@ -256,7 +256,13 @@ func fdsJudge(o *Outcome) (bool, string) {
 // procJudge: every read-side file is unreadable or masked (empty), every
 // write-side file refuses to open for writing.
 func procJudge(_, v string) bool {
-	return v == "empty" || refused(v)
+	return v == "empty" || v == "masked" || refused(v)
+}
+
+// unreachable is an errno that says the init could not be reached: refused,
+// or not even visible (ESRCH) to the payload.
+func unreachable(_, v string) bool {
+	return refused(v) || v == "ESRCH"
 }
 
 func connectJudge(o *Outcome) (bool, string) {
@@ -432,7 +438,7 @@ func Attempts() []Attempt {
 		{Name: "fd leaks", Payload: "fds.py", Profile: "standard", Judge: fdsJudge,
 			Blocked: "the payload starts with fds 0, 1 and 2 only"},
 		{Name: "/proc", Payload: "proc.py", Profile: "standard", Judge: judgeAll(procJudge),
-			Blocked: "/proc/kcore, iomem, timer_list, sched_debug and keys are unreadable or empty; sysrq-trigger and /proc/sys files do not open for writing"},
+			Blocked: "/proc/kcore, iomem, timer_list, sched_debug and keys are unreadable or empty; sysrq-trigger and /proc/sys files do not open for writing (or are /dev/null)"},
 		{Name: "host loopback", Payload: "connect.py", Args: []string{"127.0.0.1"}, Profile: "standard", Host: HostListener, Judge: connectJudge,
 			Blocked: "a connect to a listener sbx opened on the host's 127.0.0.1 fails, and the listener sees nothing"},
 		{Name: "cloud metadata", Payload: "connect.py", Args: []string{"169.254.169.254", "80"}, Profile: "standard", Judge: connectJudge,
@@ -443,8 +449,8 @@ func Attempts() []Attempt {
 			Blocked: "every capability set is empty, NoNewPrivs is 1 and Seccomp is 2 (filter)"},
 		{Name: "nested userns", Payload: "userns.py", Profile: "standard", Judge: judgeAll(denied),
 			Blocked: "unshare(CLONE_NEWUSER) and clone(CLONE_NEWUSER) fail"},
-		{Name: "prlimit init", Payload: "prlimit.py", Profile: "standard", Judge: judgeAll(denied),
-			Blocked: "prlimit(1, RLIMIT_NOFILE) fails both to read and to set the init's limit"},
+		{Name: "prlimit init", Payload: "prlimit.py", Profile: "standard", Judge: judgeAll(unreachable),
+			Blocked: "prlimit(1, RLIMIT_NOFILE) fails both to read and to set the init's limit (refused, or no such process)"},
 		{Name: "kill init", Payload: "killinit.py", Profile: "standard", Judge: killInitJudge,
 			Blocked: "kill(1, SIGTERM) and kill(1, SIGKILL) have no effect: the payload goes on and the run ends with status ok"},
 		{Name: "forged SIGXCPU", Payload: "sigxcpu.py", Profile: "standard", Judge: sigxcpuJudge,
