@@ -259,10 +259,17 @@ func procJudge(_, v string) bool {
 	return v == "empty" || v == "masked" || refused(v)
 }
 
-// unreachable is an errno that says the init could not be reached: refused,
-// or not even visible (ESRCH) to the payload.
-func unreachable(_, v string) bool {
-	return refused(v) || v == "ESRCH"
+// prlimitJudge: the payload cannot change the init's limits, which is
+// what let it suppress or wreck the report (issue 11, finding 4): the set
+// is refused, or the init is not even visible (ESRCH). Reading them is
+// reported, not judged: it changes nothing.
+func prlimitJudge(o *Outcome) (bool, string) {
+	m, has := outMap(o)
+	if !has || m["set"] == "" {
+		return noOutput(o)
+	}
+	d := fmt.Sprintf("set %s (get %s)", m["set"], m["get"])
+	return refused(m["set"]) || m["set"] == "ESRCH", d
 }
 
 func connectJudge(o *Outcome) (bool, string) {
@@ -449,8 +456,8 @@ func Attempts() []Attempt {
 			Blocked: "every capability set is empty, NoNewPrivs is 1 and Seccomp is 2 (filter)"},
 		{Name: "nested userns", Payload: "userns.py", Profile: "standard", Judge: judgeAll(denied),
 			Blocked: "unshare(CLONE_NEWUSER) and clone(CLONE_NEWUSER) fail"},
-		{Name: "prlimit init", Payload: "prlimit.py", Profile: "standard", Judge: judgeAll(unreachable),
-			Blocked: "prlimit(1, RLIMIT_NOFILE) fails both to read and to set the init's limit (refused, or no such process)"},
+		{Name: "prlimit init", Payload: "prlimit.py", Profile: "standard", Judge: prlimitJudge,
+			Blocked: "prlimit(1, RLIMIT_NOFILE, ...) cannot set the init's limit (refused, or no such process)"},
 		{Name: "kill init", Payload: "killinit.py", Profile: "standard", Judge: killInitJudge,
 			Blocked: "kill(1, SIGTERM) and kill(1, SIGKILL) have no effect: the payload goes on and the run ends with status ok"},
 		{Name: "forged SIGXCPU", Payload: "sigxcpu.py", Profile: "standard", Judge: sigxcpuJudge,

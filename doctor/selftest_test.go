@@ -111,6 +111,8 @@ func TestJudges(t *testing.T) {
 		{"connect: host saw it", connectJudge, Outcome{Result: okResult(""), Out: map[string]any{"connect": "ETIMEDOUT"}, Host: map[string]string{"listener": "a connection from 127.0.0.1:5"}}, false},
 		{"hardlinks: amplified", hardlinkJudge, Outcome{Result: okResult(""), Out: map[string]any{"logical_bytes": 1.0}, OutputBytes: 404 << 20}, false},
 		{"hardlinks: once", hardlinkJudge, Outcome{Result: okResult(""), Out: map[string]any{"logical_bytes": 1.0}, OutputBytes: 4 << 20}, true},
+		{"prlimit: set refused, get allowed", prlimitJudge, Outcome{Result: okResult(""), Out: map[string]any{"get": "ok", "set": "EPERM"}}, true},
+		{"prlimit: set went through", prlimitJudge, Outcome{Result: okResult(""), Out: map[string]any{"get": "EPERM", "set": "ok"}}, false},
 		{"inotify: host starved", inotifyJudge, Outcome{Result: okResult(""), Out: map[string]any{"held": 128.0}, Host: map[string]string{"inotify_init1": "EMFILE"}}, false},
 	} {
 		if got, why := tc.judge(&tc.o); got != tc.want {

@@ -68,7 +68,7 @@ func TestLandlockLayer(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		res := r.okResult(t, nil, "-c", "pass")
 		l := res.Layers["landlock"]
-		if l.State != nsjail.LayerOn || l.ABI != abi || !strings.Contains(l.Detail, "write only in /dev/shm /tmp /workspace") {
+		if l.State != nsjail.LayerOn || l.ABI != abi || !strings.Contains(l.Detail, fmt.Sprintf("ABI %d: ", abi)) || !strings.Contains(l.Detail, " /tmp /workspace ") {
 			t.Errorf("layers.landlock = %+v, want on with ABI %d", l, abi)
 		}
 		res = r.okResult(t, nil, "--profile", data("profiles/no-landlock.toml"), "-c", "pass")
