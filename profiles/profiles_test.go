@@ -616,6 +616,8 @@ allow = ["pypi.org"]
 uid = 0
 [filesystem]
 ro_binds = ["/home/alice/models", "/var/run"]
+[landlock]
+mode = "off"
 `})
 	ref := filepath.Join(dir, "weak.toml")
 	p, err := Load(ref)
@@ -624,6 +626,7 @@ ro_binds = ["/home/alice/models", "/var/run"]
 	}
 	want := []string{
 		`seccomp.policy = "none" (` + ref + `:3): no syscall filter: the whole kernel interface is open to the payload, the usual way out of a sandbox`,
+		`landlock.mode = "off" (` + ref + `:12): no Landlock ruleset: only the mounts keep the payload from writing outside the workspace and /tmp`,
 		`network.mode = "allow" (` + ref + `:5): the payload can reach the hosts of network.allow through sbx's proxy`,
 		`sandbox.uid = 0 (` + ref + `:8): the payload runs as root inside its user namespace; it is still unprivileged on the host, but one layer of defence is gone`,
 		`filesystem.ro_binds = ["/home/alice/models", "/var/run"] (` + ref + `:10): "/home/alice/models" shows users' files (keys, tokens, history) to the payload`,

@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -92,5 +93,29 @@ func TestRequireLandlock(t *testing.T) {
 		if out.code != nsjail.ExitSbxFailed || out.stdout != "" || len(lines) != 1 || !strings.Contains(lines[0], `requires landlock, but landlock.mode is "off"`) || !strings.Contains(lines[0], `set it to "on"`) {
 			t.Errorf("--require landlock with mode off: exit %d stdout %q stderr %q; want 125 and one line naming the layer and the fix", out.code, out.stdout, out.stderr)
 		}
+	})
+}
+
+// sbx doctor checks Landlock (no longer an INFO line): OK with the ABI the
+// runs get, as root and unprivileged.
+func TestDoctorLandlockCheck(t *testing.T) {
+	abi := requireLandlock(t)
+	forEach(t, func(t *testing.T, r runner) {
+		out := r.exec(t, "", "doctor", "--json")
+		var rep struct {
+			Checks []struct{ Name, Status, Detail string } `json:"checks"`
+		}
+		if err := json.Unmarshal([]byte(out.stdout), &rep); err != nil {
+			t.Fatalf("doctor --json: %v\n%s", err, out.stdout)
+		}
+		for _, c := range rep.Checks {
+			if c.Name == "Landlock" {
+				if c.Status != "ok" || !strings.HasPrefix(c.Detail, fmt.Sprintf("ABI %d: ", abi)) {
+					t.Errorf("Landlock check %s %q, want ok with ABI %d", c.Status, c.Detail, abi)
+				}
+				return
+			}
+		}
+		t.Errorf("no Landlock check in %s", out.stdout)
 	})
 }
