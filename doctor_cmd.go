@@ -3,14 +3,23 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/doctor"
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 	"github.com/sbx-sandbox/sbx/seccomp"
@@ -24,10 +33,32 @@ func doctorCommand() *cli.Command {
 			"the controllers sbx can use from its own cgroup, seccomp and user notification,\n" +
 			"CLONE_INTO_CGROUP, pidfd, Landlock, the rootfs's Python and data stack, and runs\n" +
 			"a real trial sandbox. Exit status 0 when everything the default profile needs\n" +
-			"is there (a missing cgroup is a warning: limits then fall back to rlimits).",
+			"is there (a missing cgroup is a warning: limits then fall back to rlimits).\n\n" +
+			"--self-test runs sbx's own escape attempts instead, each in a real sandbox built\n" +
+			"the way `sbx exec` builds one (standard or strict): the seccomp probe, fd leaks,\n" +
+			"/proc, the host's loopback and cloud metadata, the read-only root, capabilities,\n" +
+			"nested user namespaces, prlimit and signals to the init, a forged SIGXCPU, a\n" +
+			"denial flood, a proxy method flood, hardlink amplification and the inotify\n" +
+			"quota. Each is reported blocked or NOT BLOCKED with one line saying why; exit\n" +
+			"status 1 if any is not blocked. It takes some seconds.",
 		OnUsageError: usageError,
-		Flags:        []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object"}},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object"},
+			&cli.BoolFlag{Name: "self-test", Usage: "run sbx's escape attempts on this host and say which are blocked"},
+		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("self-test") {
+				rep := doctor.SelfTest(doctor.Attempts(), runAttempt)
+				if c.Bool("json") {
+					printJSON(rep)
+				} else {
+					printSelfTest(rep)
+				}
+				if !rep.OK {
+					exitCode = 1
+				}
+				return nil
+			}
 			rep := runDoctor()
 			if c.Bool("json") {
 				printJSON(rep)
@@ -73,7 +104,7 @@ func runDoctor() *doctorReport {
 		{Name: "CLONE_INTO_CGROUP", Run: func() doctor.Check { return doctor.CloneIntoCgroup(string(mode)) }},
 		{Name: "seccomp", Run: seccompCheck},
 		{Name: "pidfd", Run: doctor.Pidfd},
-		{Name: "Landlock", Run: doctor.Landlock},
+		{Name: "Landlock", Run: func() doctor.Check { return doctor.Landlock(nsjail.LandlockABI()) }},
 		{Name: "trial sandbox", Run: func() doctor.Check { c, py := trialSandbox(); out.Python = py; return c }},
 		{Name: "rootfs python3", Run: func() doctor.Check { return pythonCheck(out.Python) }},
 	}
@@ -227,6 +258,13 @@ func checkRequired(p *profiles.Profile) error {
 			if c := doctor.SeccompUserNotif(); c.Status == doctor.Fail {
 				return fmt.Errorf("the profile requires seccomp: %s (fix: %s)", c.Detail, c.Fix)
 			}
+		case "landlock":
+			if p.Landlock.Mode != "on" {
+				return fmt.Errorf("the profile requires landlock, but landlock.mode is %q (%s): set it to \"on\"", p.Landlock.Mode, p.Origin("landlock.mode"))
+			}
+			if c := doctor.Landlock(nsjail.LandlockABI()); c.Status != doctor.OK {
+				return fmt.Errorf("the profile requires landlock: %s (fix: %s)", c.Detail, c.Fix)
+			}
 		case "userns", "netns":
 			// sbx always runs in its own user and network namespaces:
 			// without them there is no sandbox at all, and the run fails
@@ -234,4 +272,197 @@ func checkRequired(p *profiles.Profile) error {
 		}
 	}
 	return nil
+}
+
+// attemptGrace is how long past its wall limit an attempt may take before
+// the self-test gives up on it (sbx must never take that long).
+const attemptGrace = 15 * time.Second
+
+// runAttempt runs one self-test attempt the way execAction runs a payload:
+// the built-in profile, its Spec, its limits and, with AllowHost, the
+// proxy; then it does the attempt's host side.
+func runAttempt(a doctor.Attempt) *doctor.Outcome {
+	o := &doctor.Outcome{Host: map[string]string{}}
+	src, err := doctor.Payload(a.Payload)
+	if err != nil {
+		o.Err = err
+		return o
+	}
+	prof, err := profiles.Load(a.Profile)
+	if err != nil {
+		o.Err = err
+		return o
+	}
+	if a.AllowHost != "" {
+		prof.Network.Mode, prof.Network.Allow = "allow", []string{a.AllowHost}
+	}
+	if err := checkRequired(prof); err != nil {
+		o.Err = err
+		return o
+	}
+	spec, err := prof.Spec(newRunID(), nil)
+	if err != nil {
+		o.Err = err
+		return o
+	}
+	args := append([]string{"python3", "-c", src}, a.Args...)
+	job := &nsjail.Job{
+		Spec:        spec,
+		OutputLimit: int64(prof.Limits.Output),
+		Timeout:     min(time.Duration(prof.Limits.WallTime), 20*time.Second),
+		Limits:      profileLimits(prof),
+	}
+	var proxy *netproxy.Proxy
+	if prof.Network.Mode == "allow" {
+		if proxy, err = newProxy(prof, nil); err != nil {
+			o.Err = err
+			return o
+		}
+		job.Proxy = proxy
+	}
+	var after func()
+	finished := make(chan struct{})
+	switch a.Host {
+	case doctor.HostListener:
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			o.Err = fmt.Errorf("host listener: %w", err)
+			return o
+		}
+		defer ln.Close()
+		args = append(args, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+		after = func() { o.Host["listener"] = acceptedAny(ln.(*net.TCPListener)) }
+	case doctor.HostOutputDir:
+		dir, err := os.MkdirTemp("", "sbx-selftest-")
+		if err != nil {
+			o.Err = err
+			return o
+		}
+		defer os.RemoveAll(dir)
+		job.OutputDir = filepath.Join(dir, "out")
+		after = func() { o.OutputBytes = bytesToRead(job.OutputDir) }
+	case doctor.HostInotify:
+		pr, pw := io.Pipe()
+		ready := newLineSignal()
+		job.Stdin, job.Stdout = pr, ready
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer pw.Close()
+			select {
+			case <-ready.ch:
+				o.Host["inotify_init1"] = hostInotify()
+			case <-finished:
+				o.Host["inotify_init1"] = "not tried: the payload ended before it said it was ready"
+			}
+		}()
+		after = wg.Wait
+	}
+	job.Payload = nsjail.Payload{Argv: args}
+	hwm := peakRSSKB()
+	done := make(chan *nsjail.Result, 1)
+	go func() { done <- nsjail.Run(context.Background(), job) }()
+	select {
+	case o.Result = <-done:
+		close(finished)
+	case <-time.After(job.Timeout + attemptGrace):
+		o.Err = fmt.Errorf("sbx did not return within %v of the payload's %v wall limit", attemptGrace, job.Timeout)
+		return o
+	}
+	if after != nil {
+		after()
+	}
+	if proxy != nil {
+		o.Result.Network = proxy.Attempts()
+		o.Host["supervisor_rss_growth"] = fmt.Sprintf("%d KiB", peakRSSKB()-hwm)
+	}
+	var out any
+	if json.Unmarshal([]byte(strings.TrimSpace(o.Result.Stdout)), &out) == nil {
+		o.Out = out
+	}
+	return o
+}
+
+// acceptedAny says whether anything connected to ln during the run.
+func acceptedAny(ln *net.TCPListener) string {
+	ln.SetDeadline(time.Now().Add(50 * time.Millisecond))
+	c, err := ln.Accept()
+	if err != nil {
+		return "no connection"
+	}
+	defer c.Close()
+	return "a connection from " + c.RemoteAddr().String()
+}
+
+// bytesToRead is what a consumer reading every regular file below dir
+// reads: each name counts, hard links included.
+func bytesToRead(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// hostInotify tries inotify_init1(2) on the host side, as sbx's own uid.
+func hostInotify() string {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return unix.ErrnoName(errno)
+		}
+		return err.Error()
+	}
+	unix.Close(fd)
+	return "ok"
+}
+
+// peakRSSKB is this process's VmHWM.
+func peakRSSKB() int64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kb)
+			return kb
+		}
+	}
+	return 0
+}
+
+// lineSignal closes ch at the first newline written to it.
+type lineSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newLineSignal() *lineSignal { return &lineSignal{ch: make(chan struct{})} }
+
+func (l *lineSignal) Write(b []byte) (int, error) {
+	if strings.IndexByte(string(b), '\n') >= 0 {
+		l.once.Do(func() { close(l.ch) })
+	}
+	return len(b), nil
+}
+
+func printSelfTest(r *doctor.SelfTestReport) {
+	fmt.Printf("sbx doctor --self-test: kernel %s, uid %d\n\n", r.Kernel, r.UID)
+	for _, f := range r.Findings {
+		fmt.Printf("  %-11s  %-22s %s\n", f.Verdict, f.Name, f.Detail)
+		if !f.Blocked {
+			fmt.Printf("  %-11s  %-22s blocked means: %s (profile %s)\n", "", "", f.Means, f.Profile)
+		}
+	}
+	if r.OK {
+		fmt.Println("\nEvery escape attempt was blocked.")
+	} else {
+		fmt.Println("\nSome attempts were NOT BLOCKED: see above.")
+	}
 }

@@ -130,16 +130,23 @@ func Pidfd() Check {
 	return Check{Status: OK, Detail: "pidfd_open works"}
 }
 
-// Landlock reports the Landlock ABI version (landlock_create_ruleset(2)
-// with LANDLOCK_CREATE_RULESET_VERSION). sbx does not need it; it is
-// reported for completeness.
-func Landlock() Check {
-	const createRulesetVersion = 1
-	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, createRulesetVersion)
-	if errno != 0 {
-		return Check{Status: Info, Detail: fmt.Sprintf("not available: %v", errno)}
+// Landlock checks the Landlock ABI that the init's ruleset gets here
+// (landlock(7); nsjail.LandlockABI): with ABI 2 or later (Linux 5.19) the
+// payload may write only where the mount plan makes it writable, whatever
+// a mount would allow, and with ABI 6 (Linux 6.12) its signals and abstract
+// unix sockets stay inside the sandbox. sbx runs without it, one layer
+// thinner; --require landlock refuses such a host.
+func Landlock(abi int) Check {
+	fix := "a kernel of 5.19 or later built with CONFIG_SECURITY_LANDLOCK=y, with landlock in CONFIG_LSM or the lsm= boot parameter"
+	switch {
+	case abi <= 0:
+		return Check{Status: Warn, Detail: "not available: runs have no Landlock layer (--require landlock fails)", Fix: fix}
+	case abi == 1:
+		return Check{Status: Warn, Detail: "ABI 1 is not used: it cannot allow renames between directories (--require landlock fails)", Fix: fix}
+	case abi < 6:
+		return Check{Status: OK, Detail: fmt.Sprintf("ABI %d: writes confined to the workspace, /tmp and /dev/shm; no signal or abstract socket scoping (ABI 6, Linux 6.12)", abi)}
 	}
-	return Check{Status: Info, Detail: fmt.Sprintf("ABI %d", v)}
+	return Check{Status: OK, Detail: fmt.Sprintf("ABI %d: writes confined to the workspace, /tmp and /dev/shm; signals and abstract unix sockets scoped", abi)}
 }
 
 // SeccompUserNotif checks that the kernel can report filtered syscalls to

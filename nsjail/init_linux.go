@@ -124,6 +124,7 @@ func (in *initProc) run() int {
 		{"lock securebits", lockSecurebits},
 		{"drop bounding set", dropBoundingSet},
 		{"set no_new_privs", setNoNewPrivs},
+		{"landlock_restrict_self", func() error { return landlockRestrictSelf(&in.spec) }},
 		{"clear capabilities", clearCapSets},
 		// Last: from here on this thread runs under the filter, and so
 		// does the payload it forks (seccomp(2): inherited by children).

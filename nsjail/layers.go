@@ -17,6 +17,8 @@ const (
 type Layer struct {
 	State  string `json:"state"`
 	Detail string `json:"detail"`
+	// ABI is the Landlock ABI of the landlock layer (0: none).
+	ABI int `json:"abi,omitempty"`
 }
 
 // fillLayers states every layer of the run. It is called once the run is
@@ -25,23 +27,24 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	spec := &s.job.Spec
 	uid, _ := hostIDs(spec.ID)
 	l := map[string]Layer{
-		"namespaces": {LayerOn, "user, mount, pid, net, ipc, uts and cgroup namespaces of its own"},
-		"identity":   {LayerOn, fmt.Sprintf("uid %d inside, host uid %d (never host root)", spec.UID, uid)},
-		"privileges": {LayerOn, "every capability set empty, no_new_privs, securebits locked, no nested user namespaces"},
-		"filesystem": {LayerOn, "read-only root after pivot_root; tmpfs workspace and /tmp; minimal /dev; nothing of the host writable"},
+		"namespaces": {State: LayerOn, Detail: "user, mount, pid, net, ipc, uts and cgroup namespaces of its own"},
+		"identity":   {State: LayerOn, Detail: fmt.Sprintf("uid %d inside, host uid %d (never host root)", spec.UID, uid)},
+		"privileges": {State: LayerOn, Detail: "every capability set empty, no_new_privs, securebits locked, no nested user namespaces"},
+		"filesystem": {State: LayerOn, Detail: "read-only root after pivot_root; tmpfs workspace and /tmp; minimal /dev; nothing of the host writable"},
 	}
 	if spec.Proxy {
-		l["network"] = Layer{LayerOn, "only lo; egress through sbx's allowlist proxy"}
+		l["network"] = Layer{State: LayerOn, Detail: "only lo; egress through sbx's allowlist proxy"}
 	} else {
-		l["network"] = Layer{LayerOn, "only lo: no network"}
+		l["network"] = Layer{State: LayerOn, Detail: "only lo: no network"}
 	}
+	l["landlock"] = landlockLayer(spec, LandlockABI())
 	switch {
 	case spec.Seccomp == "none":
-		l["seccomp"] = Layer{LayerOff, "no syscall filter (seccomp.policy none)"}
+		l["seccomp"] = Layer{State: LayerOff, Detail: "no syscall filter (seccomp.policy none)"}
 	case exit != nil && exit.Filtered && !exit.DenialsKnown:
-		l["seccomp"] = Layer{LayerDegraded, spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}
+		l["seccomp"] = Layer{State: LayerDegraded, Detail: spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}
 	default:
-		l["seccomp"] = Layer{LayerOn, spec.Seccomp + " filter, denials reported"}
+		l["seccomp"] = Layer{State: LayerOn, Detail: spec.Seccomp + " filter, denials reported"}
 	}
 	var weak, strong []string
 	for _, k := range []string{"memory", "pids", "cpus", "cpu_time"} {
@@ -57,12 +60,12 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	}
 	switch {
 	case s.cg == nil && len(weak) == 0:
-		l["cgroup"] = Layer{LayerOff, "no cgroup limit asked"}
+		l["cgroup"] = Layer{State: LayerOff, Detail: "no cgroup limit asked"}
 	case len(weak) == 0:
-		l["cgroup"] = Layer{LayerOn, fmt.Sprintf("%s: %s", s.res.Limits[strong[0]].EnforcedBy, strings.Join(strong, ", "))}
+		l["cgroup"] = Layer{State: LayerOn, Detail: fmt.Sprintf("%s: %s", s.res.Limits[strong[0]].EnforcedBy, strings.Join(strong, ", "))}
 	default:
 		sort.Strings(weak)
-		l["cgroup"] = Layer{LayerDegraded, "limits without a cgroup: " + strings.Join(weak, ", ")}
+		l["cgroup"] = Layer{State: LayerDegraded, Detail: "limits without a cgroup: " + strings.Join(weak, ", ")}
 	}
 	s.res.Layers = l
 }
@@ -71,7 +74,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 // weaker than asked or off; "" when none was.
 func (r *Result) DegradedSummary() string {
 	var parts []string
-	for _, k := range []string{"cgroup", "seccomp"} {
+	for _, k := range []string{"cgroup", "seccomp", "landlock"} {
 		if l, ok := r.Layers[k]; ok && (l.State == LayerDegraded || l.State == LayerOff && k == "seccomp") {
 			parts = append(parts, k+": "+l.Detail)
 		}

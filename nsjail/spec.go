@@ -43,6 +43,8 @@ type Spec struct {
 	// compiled filter follows on the control pipe (Confine), since
 	// compiling takes milliseconds that the init's set-up can hide.
 	Seccomp string `json:"seccomp"`
+	// Landlock asks the init for a Landlock ruleset (landlock_linux.go).
+	Landlock bool `json:"landlock,omitempty"`
 	// Timings asks the init to report when each setup step ended.
 	Timings bool `json:"timings,omitempty"`
 }

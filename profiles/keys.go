@@ -44,13 +44,14 @@ type field struct {
 }
 
 // Layers are the values "require" accepts.
-var Layers = []string{"cgroup", "seccomp", "netns", "userns"}
+var Layers = []string{"cgroup", "seccomp", "landlock", "netns", "userns"}
 
 // The enums, with the safe choice first.
 var (
 	outputPolicies  = []string{"truncate", "kill"}
 	networkModes    = []string{"none", "allow"}
 	seccompPolicies = []string{"allowlist", "denylist", "none"}
+	landlockModes   = []string{"on", "off"}
 )
 
 // Upper bounds that the kernel sets: pid_max can be at most 2^22
@@ -94,6 +95,7 @@ var fields = []field{
 	{key: "network.max_bytes_in", kind: kindSize, ptr: func(p *Profile) any { return &p.Network.MaxBytesIn }, min: 1},
 	{key: "network.idle_timeout", kind: kindDuration, ptr: func(p *Profile) any { return &p.Network.IdleTimeout }, min: int64(time.Millisecond)},
 	{key: "seccomp.policy", kind: kindEnum, ptr: func(p *Profile) any { return &p.Seccomp.Policy }, enum: seccompPolicies},
+	{key: "landlock.mode", kind: kindEnum, ptr: func(p *Profile) any { return &p.Landlock.Mode }, enum: landlockModes},
 	{key: "sandbox.uid", kind: kindInt, ptr: func(p *Profile) any { return &p.Sandbox.UID }, min: 0, max: 65535, hasMax: true},
 	{key: "sandbox.hostname", kind: kindString, ptr: func(p *Profile) any { return &p.Sandbox.Hostname }, check: checkHostname},
 }
@@ -113,7 +115,7 @@ func lookupField(key string) *field {
 }
 
 // tables are the TOML tables of the schema.
-var tables = []string{"limits", "filesystem", "network", "seccomp", "sandbox", "env"}
+var tables = []string{"limits", "filesystem", "network", "seccomp", "landlock", "sandbox", "env"}
 
 func isTable(key string) bool {
 	for _, t := range tables {

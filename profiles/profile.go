@@ -31,12 +31,14 @@ type Profile struct {
 	// Empty means the built-in defaults.
 	Extends string `toml:"extends"`
 	// Require lists the layers a run must have, or it fails with exit 125
-	// before the payload starts: "cgroup", "seccomp", "netns", "userns".
+	// before the payload starts: "cgroup", "seccomp", "landlock", "netns",
+	// "userns".
 	Require    []string   `toml:"require"`
 	Limits     Limits     `toml:"limits"`
 	Filesystem Filesystem `toml:"filesystem"`
 	Network    Network    `toml:"network"`
 	Seccomp    Seccomp    `toml:"seccomp"`
+	Landlock   Landlock   `toml:"landlock"`
 	Sandbox    Sandbox    `toml:"sandbox"`
 	// Env is added to the payload's environment (over sbx's base PATH,
 	// HOME, LANG, TMPDIR, ...); nothing comes from the host. --env flags
@@ -135,6 +137,15 @@ type Seccomp struct {
 	Policy string `toml:"policy"`
 }
 
+// Landlock is the Landlock LSM ruleset under the namespaces.
+type Landlock struct {
+	// Mode is "on" (the payload may write only in the workspace, /tmp,
+	// /dev/shm and the device nodes, whatever the mounts allow, with the
+	// kernel's Landlock ABI, if it has one: require = ["landlock"] makes
+	// it a must) or "off" (no ruleset: a disabled security layer).
+	Mode string `toml:"mode"`
+}
+
 // Sandbox is the identity inside.
 type Sandbox struct {
 	// UID is the user (and group) id the payload runs as inside its user
@@ -168,6 +179,7 @@ func Defaults() Profile {
 		Filesystem: Filesystem{Workspace: "/workspace"},
 		Network:    Network{Mode: "none", MaxConnections: 16, MaxBytesOut: 64 << 20, MaxBytesIn: 256 << 20, IdleTimeout: units.Duration(60 * time.Second)},
 		Seccomp:    Seccomp{Policy: "denylist"},
+		Landlock:   Landlock{Mode: "on"},
 		Sandbox:    Sandbox{UID: 1000, Hostname: "sbx"},
 	}
 }

@@ -335,7 +335,7 @@ func TestLoadErrors(t *testing.T) {
 			files: map[string]string{"a.toml": "require = [\"cgroup\", \"gpu\"]\n[filesystem]\nworkspace = \"work\"\nrootfs = \"./root\"\nro_binds = [\"/proc/sys\"]\n" +
 				"[network]\nallow = [\"a.com\", \"a.com\"]\n[env]\n\"A=B\" = \"x\"\nC = \"nul\\u0000\"\n"},
 			want: []string{
-				`profile DIR/a.toml: line 1: require = ["cgroup", "gpu"]: "gpu": want one of "cgroup", "seccomp", "netns", "userns"`,
+				`profile DIR/a.toml: line 1: require = ["cgroup", "gpu"]: "gpu": want one of "cgroup", "seccomp", "landlock", "netns", "userns"`,
 				`profile DIR/a.toml: line 3: filesystem.workspace = "work": must be a clean absolute path below /`,
 				`profile DIR/a.toml: line 4: filesystem.rootfs = "./root": must be a clean absolute path (or empty for the host's /usr)`,
 				`profile DIR/a.toml: line 5: filesystem.ro_binds = ["/proc/sys"]: "/proc/sys": /proc is the sandbox's own`,
@@ -546,7 +546,7 @@ func TestFlags(t *testing.T) {
 		{map[string][]string{"cpus": {"NaN"}}, `--cpus "NaN": not a number`},
 		{map[string][]string{"output-policy": {"drop"}}, `--output-policy "drop": want one of "truncate", "kill"`},
 		{map[string][]string{"net": {"bridge"}}, `--net "bridge": want one of "none", "allow"`},
-		{map[string][]string{"require": {"cgroup", "gpu"}}, `--require "cgroup,gpu": "gpu": want one of "cgroup", "seccomp", "netns", "userns"`},
+		{map[string][]string{"require": {"cgroup", "gpu"}}, `--require "cgroup,gpu": "gpu": want one of "cgroup", "seccomp", "landlock", "netns", "userns"`},
 		{map[string][]string{"allow-host": {"a b"}}, `--allow-host "a b": allow pattern "a b": name "a b" has the invalid character ' '`},
 		{map[string][]string{"allow-host": {"a.com:99999"}}, `--allow-host "a.com:99999": allow pattern "a.com:99999": port "99999" is not a number from 1 to 65535`},
 	}
@@ -616,6 +616,8 @@ allow = ["pypi.org"]
 uid = 0
 [filesystem]
 ro_binds = ["/home/alice/models", "/var/run"]
+[landlock]
+mode = "off"
 `})
 	ref := filepath.Join(dir, "weak.toml")
 	p, err := Load(ref)
@@ -624,6 +626,7 @@ ro_binds = ["/home/alice/models", "/var/run"]
 	}
 	want := []string{
 		`seccomp.policy = "none" (` + ref + `:3): no syscall filter: the whole kernel interface is open to the payload, the usual way out of a sandbox`,
+		`landlock.mode = "off" (` + ref + `:12): no Landlock ruleset: only the mounts keep the payload from writing outside the workspace and /tmp`,
 		`network.mode = "allow" (` + ref + `:5): the payload can reach the hosts of network.allow through sbx's proxy`,
 		`sandbox.uid = 0 (` + ref + `:8): the payload runs as root inside its user namespace; it is still unprivileged on the host, but one layer of defence is gone`,
 		`filesystem.ro_binds = ["/home/alice/models", "/var/run"] (` + ref + `:10): "/home/alice/models" shows users' files (keys, tokens, history) to the payload`,

@@ -60,6 +60,7 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 		Workdir:  fs.Workspace,
 		Env:      env,
 		Seccomp:  p.Seccomp.Policy,
+		Landlock: p.Landlock.Mode == "on",
 		Rlimits: []nsjail.Rlimit{
 			// No core dumps: one would land in the workspace, or go to a
 			// host helper when core_pattern is a pipe.

@@ -201,6 +201,9 @@ func (p *Profile) Warnings() []string {
 	if p.Seccomp.Policy == "none" {
 		warn("seccomp.policy", p.Seccomp.Policy, "no syscall filter: the whole kernel interface is open to the payload, the usual way out of a sandbox")
 	}
+	if p.Landlock.Mode == "off" {
+		warn("landlock.mode", p.Landlock.Mode, "no Landlock ruleset: only the mounts keep the payload from writing outside the workspace and /tmp")
+	}
 	if p.Network.Mode == "allow" {
 		warn("network.mode", p.Network.Mode, "the payload can reach the hosts of network.allow through sbx's proxy")
 	}
