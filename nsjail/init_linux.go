@@ -223,11 +223,17 @@ func (in *initProc) readConfine(c *Confine) error {
 	if err := dec.Decode(c); err != nil {
 		return fmt.Errorf("decode confine: %w", err)
 	}
-	if want := in.spec.Seccomp != seccomp.None; want != (c.Seccomp != nil) {
-		return fmt.Errorf("seccomp policy %q but filter present: %v", in.spec.Seccomp, c.Seccomp != nil)
+	// Every run has a filter: under "none" the init guard alone, which
+	// keeps the payload from reaching the init (seccomp.ForRun).
+	want := in.spec.Seccomp
+	if want == seccomp.None {
+		want = seccomp.Guard
 	}
-	if c.Seccomp != nil && c.Seccomp.Policy != in.spec.Seccomp {
-		return fmt.Errorf("seccomp filter for policy %q, want %q", c.Seccomp.Policy, in.spec.Seccomp)
+	if c.Seccomp == nil {
+		return fmt.Errorf("seccomp policy %q but no filter", in.spec.Seccomp)
+	}
+	if c.Seccomp.Policy != want {
+		return fmt.Errorf("seccomp filter for policy %q, want %q", c.Seccomp.Policy, want)
 	}
 	return checkRlimits(c.Rlimits)
 }

@@ -37,7 +37,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	}
 	switch {
 	case spec.Seccomp == "none":
-		l["seccomp"] = Layer{LayerOff, "no syscall filter (seccomp.policy none)"}
+		l["seccomp"] = Layer{LayerOff, "no syscall policy (seccomp.policy none); only the guard that keeps the payload from its init"}
 	case exit != nil && exit.Filtered && !exit.DenialsKnown:
 		l["seccomp"] = Layer{LayerDegraded, spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}
 	default:

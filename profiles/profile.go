@@ -131,7 +131,8 @@ type Network struct {
 type Seccomp struct {
 	// Policy is "allowlist" (only the syscalls CPython and the common data
 	// stack need), "denylist" (everything but the known escape and attack
-	// surface), or "none" (no filter: a disabled security layer).
+	// surface), or "none" (no syscall policy: a disabled security layer;
+	// only the guard that keeps the payload from its init stays).
 	Policy string `toml:"policy"`
 }
 
