@@ -88,8 +88,9 @@ func (in *initProc) run() int {
 		{"lo up", func() error { return <-loUp }},
 		{"proxy listener", in.handOverProxyListener},
 		{"user.max_user_namespaces=0", forbidNestedUserNS},
-		{"setrlimit", func() error { return setRlimits(in.spec.Rlimits) }},
 	}
+	steps = append(steps, userNSQuotaSteps()...)
+	steps = append(steps, step{"setrlimit", func() error { return setRlimits(in.spec.Rlimits) }})
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}

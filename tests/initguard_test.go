@@ -3,8 +3,15 @@
 package tests
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
@@ -33,6 +40,96 @@ func TestPayloadCannotReachInit(t *testing.T) {
 			if len(res.Files) != 1 || res.Files[0].Path != "before.txt" || res.FilesTruncated {
 				t.Errorf("%s: files %+v (truncated %v), want before.txt", profile, res.Files, res.FilesTruncated)
 			}
+		}
+	})
+}
+
+// TestHostQuotasSurviveSandbox: while a payload holds all it can of the
+// per-user kernel quotas that the kernel also charges to the user who
+// started sbx (inotify instances; queued real-time signals), a host
+// process of that user can still take some. Before the sandbox bounded
+// them, 128 inotify instances or 96,365 queued signals in one sandbox
+// left the caller none (EMFILE, EAGAIN) for the run's lifetime.
+func TestHostQuotasSurviveSandbox(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		cmd := r.command("exec", data("drain_quotas.py"))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			// SIGTERM reaches the payload (sbx forwards it) and sbx
+			// cleans up; SIGKILL only if that did not happen.
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		}()
+		line, err := readLine(bufio.NewReader(stdout))
+		var inotify, signals int
+		if _, serr := fmt.Sscanf(line, "ready %d %d", &inotify, &signals); err != nil || serr != nil {
+			t.Fatalf("payload: %q %v %v; sbx stderr %s", line, err, serr, se.String())
+		}
+		if inotify > 16 || signals > 1024 {
+			t.Errorf("the payload holds %d inotify instances and %d queued signals; want at most 16 and 1024 (standard)", inotify, signals)
+		}
+		// The host side: the same user as sbx, outside any sandbox.
+		check := exec.Command("/usr/bin/python3", data("quota_check.py"))
+		if r.uid != os.Geteuid() {
+			check = exec.Command("setpriv", fmt.Sprintf("--reuid=%d", r.uid), fmt.Sprintf("--regid=%d", r.uid), "--clear-groups", "/usr/bin/python3", data("quota_check.py"))
+		}
+		out, err := check.Output()
+		if err != nil {
+			t.Fatalf("host check: %v", err)
+		}
+		var got map[string]string
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("host check printed %q: %v", out, err)
+		}
+		for k, v := range got {
+			if v != "ok" {
+				t.Errorf("host uid %d: %s: %s while the sandbox runs", r.uid, k, v)
+			}
+		}
+	})
+}
+
+// TestQuotasInResult: the bounds are in the Result's limits, with what
+// enforces them, and the sandbox sees them.
+func TestQuotasInResult(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		var seen map[string]string
+		res := r.okResult(t, &seen, "--profile", "strict", "-c", `import json, os, resource
+d = {f: open("/proc/sys/user/" + f).read().strip() for f in os.listdir("/proc/sys/user")}
+for n in ("SIGPENDING", "MSGQUEUE", "CORE"):
+    d[n] = "%d/%d" % resource.getrlimit(getattr(resource, "RLIMIT_" + n))
+print(json.dumps(d))`)
+		want := map[string]string{
+			"max_inotify_instances": "16", "max_inotify_watches": "8192", "max_mnt_namespaces": "0", "max_user_namespaces": "0",
+			"SIGPENDING": "256/256", "MSGQUEUE": "0/0", "CORE": "1/1",
+		}
+		for k, v := range want {
+			if seen[k] != v {
+				t.Errorf("inside: %s = %q, want %q (all: %v)", k, seen[k], v, seen)
+			}
+		}
+		for k, by := range map[string]string{"sigpending": nsjail.ByRlimit, "msgqueue": nsjail.ByRlimit, "inotify_instances": nsjail.ByUserNS, "inotify_watches": nsjail.ByUserNS} {
+			if l, ok := res.Limits[k]; !ok || l.EnforcedBy != by {
+				t.Errorf("limits.%s = %+v, want enforced by %s", k, l, by)
+			}
+		}
+		if res.Limits["sigpending"].Value != 256 || res.Limits["inotify_instances"].Value != 16 {
+			t.Errorf("limits %+v", res.Limits)
 		}
 	})
 }
