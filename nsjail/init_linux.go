@@ -53,6 +53,10 @@ type initProc struct {
 	inputs map[string]string
 	// denials counts what the seccomp filter refused; nil without one.
 	denials *denialServer
+	// limits are the payload's rlimits, set on it while the seccomp
+	// hold stops it before its execve; nil when the init set them on
+	// itself (no listener).
+	limits *payloadLimits
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -90,7 +94,6 @@ func (in *initProc) run() int {
 		{"user.max_user_namespaces=0", forbidNestedUserNS},
 	}
 	steps = append(steps, userNSQuotaSteps()...)
-	steps = append(steps, step{"setrlimit", func() error { return setRlimits(in.spec.Rlimits) }})
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}
@@ -116,8 +119,14 @@ func (in *initProc) run() int {
 		return 0
 	}
 	listener := -1
+	in.limits = &payloadLimits{rl: append(append([]Rlimit{}, in.spec.Rlimits...), confine.Rlimits...)}
+	core, rest := splitCore(in.limits.rl)
 	steps = []step{
-		{"setrlimit (limits)", func() error { return setRlimits(confine.Rlimits) }},
+		// The init itself takes only RLIMIT_CORE (harmless: it is not
+		// dumpable), which no filtered thread may change later; the rest
+		// go to the payload alone (rlimits_linux.go).
+		{"setrlimit RLIMIT_CORE", func() error { return setRlimits(core) }},
+		{"forget Go's RLIMIT_NOFILE restore", forgetNofileRestore},
 		{"close_range CLOEXEC", closeExtraFDs},
 		{"clear ambient caps", clearAmbientCaps},
 		{"lock securebits", lockSecurebits},
@@ -130,6 +139,14 @@ func (in *initProc) run() int {
 	}
 	if err := in.runSteps(steps); err != nil {
 		return 1
+	}
+	if listener < 0 {
+		// No listener, no hold: the payload inherits the init's limits.
+		steps = []step{{"setrlimit (payload's limits, on the init: no seccomp listener)", func() error { return setRlimits(rest) }}}
+		if err := in.runSteps(steps); err != nil {
+			return 1
+		}
+		in.limits = nil
 	}
 	in.startDenialServer(confine.Seccomp, listener)
 	code := in.supervise(argv0, p.Argv)
@@ -379,6 +396,19 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 		// TIOCSTI and friends have nothing to act on (CVE-2017-5226).
 		Sys: &syscall.SysProcAttr{Setsid: true},
 	})
+	if in.limits != nil {
+		// Fail closed: the payload must be the process that was held
+		// and limited.
+		held, herr := in.limits.heldPid()
+		if herr == nil && err == nil && held != pid {
+			herr = fmt.Errorf("pid %d started, but the process held before its execve was pid %d", pid, held)
+		}
+		if herr != nil {
+			killAll()
+			in.send(stepErrorMsg("setrlimit (payload's limits)", "", herr))
+			return 1
+		}
+	}
 	if err != nil {
 		// ENOENT: not found (127); anything else: cannot run (126).
 		errno := unix.EACCES

@@ -43,6 +43,11 @@ func retFor(o outcome, notify bool) uint32 {
 		if notify {
 			return unix.SECCOMP_RET_USER_NOTIF
 		}
+	case ActHold:
+		if notify {
+			return unix.SECCOMP_RET_USER_NOTIF
+		}
+		return unix.SECCOMP_RET_ALLOW
 	}
 	return unix.SECCOMP_RET_ERRNO | uint32(o.Errno)
 }

@@ -54,6 +54,11 @@ func initGuard() []Rule {
 		return Rule{Names: names, Action: ActNotifyErrno, Args: args, Why: why}
 	}
 	return []Rule{
+		{
+			Names:  []string{"setsid"},
+			Action: ActHold,
+			Why:    "the payload's first process calls it between fork and execve (syscall.ForkExec, Setsid): held there, the init sets the payload's rlimits on it, so that they never bind the init itself; any later setsid just continues",
+		},
 		deny("sets another process's limits: the init's threads (each with a tid of its own) pass prlimit's same-uid check, and a lowered RLIMIT_CPU, AS, NPROC or NOFILE kills the init or empties its report; only pid 0 (the caller) may set, reading stays allowed (prlimit(2))",
 			[]ArgCond{{Arg: 0, Op: OpAnyBit, Mask: lowHalf}, {Arg: 2, Op: OpNotIn, Values: []uint64{0}}}, "prlimit64"),
 		deny("RLIMIT_CORE stays at 1: under a lower soft limit the kernel hands a crash to a piped core_pattern helper on the host (core(5): only a limit of 1 stops it)",
@@ -91,6 +96,11 @@ func initGuard() []Rule {
 // either way.
 func withGuard(p *Policy) *Policy {
 	for _, g := range initGuard() {
+		if g.Action == ActHold {
+			// Wherever p allows the call or not: a hold is the init's.
+			p.Rules = append(p.Rules, g)
+			continue
+		}
 		if sameAction(g.outcome(), p.defaultOutcome(), true) || sameAction(g.outcome(), p.defaultOutcome(), false) {
 			continue
 		}

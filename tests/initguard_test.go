@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -137,6 +138,47 @@ print(json.dumps(d))`)
 		}
 		if res.Limits["sigpending"].Value != 256 || res.Limits["inotify_instances"].Value != 16 {
 			t.Errorf("limits %+v", res.Limits)
+		}
+	})
+}
+
+// TestInitNotBoundByPayloadLimits: the payload's rlimits are the
+// payload's; the init (which walks the workspace after the payload) keeps
+// its own, but RLIMIT_CORE. Before, the init set them on itself to pass
+// them on, so strict's RLIMIT_CPU backstop could kill its report.
+func TestInitNotBoundByPayloadLimits(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		var got map[string][]string
+		r.okResult(t, &got, "--profile", "strict", "-c", `import json, resource
+lim = {}
+for line in open("/proc/1/limits").read().splitlines()[1:]:
+    name, rest = line[:26].strip(), line[26:].split()
+    lim[name] = rest[:2]
+me = {}
+for n, key in (("CPU", "Max cpu time"), ("NOFILE", "Max open files"), ("FSIZE", "Max file size"), ("CORE", "Max core file size")):
+    me[n] = ["%d" % v for v in resource.getrlimit(getattr(resource, "RLIMIT_" + n))]
+    me["init " + n] = lim[key]
+print(json.dumps(me))`)
+		// RLIMIT_CPU: strict's 5s, a second later as a backstop to a
+		// cgroup (6/7), or on its own without one (5/6).
+		cpu := []string{"6", "7"}
+		if strings.Join(got["CPU"], "/") == "5/6" {
+			cpu = []string{"5", "6"}
+		}
+		for n, want := range map[string][]string{"CPU": cpu, "NOFILE": {"256", "256"}, "FSIZE": {"67108864", "67108864"}, "CORE": {"1", "1"}} {
+			if strings.Join(got[n], "/") != strings.Join(want, "/") {
+				t.Errorf("payload RLIMIT_%s = %v, want %v", n, got[n], want)
+			}
+			init := got["init "+n]
+			if n == "CORE" {
+				if strings.Join(init, "/") != "1/1" {
+					t.Errorf("init RLIMIT_CORE = %v, want 1/1", init)
+				}
+				continue
+			}
+			if strings.Join(init, "/") == strings.Join(want, "/") {
+				t.Errorf("init RLIMIT_%s = %v: the payload's", n, init)
+			}
 		}
 	})
 }
