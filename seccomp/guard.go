@@ -33,6 +33,8 @@ func isInit(arg int) ArgCond {
 // initGuard keeps the payload away from its init (pid 1, same uid in the
 // same user namespace): whatever passes the kernel's same-uid checks and
 // would let the payload change the init's limits, scheduling or signals.
+// It also holds the payload's first process before its execve, for the
+// init to set the payload's rlimits on it (nsjail/rlimits_linux.go).
 // Every built-in policy carries these rules, and the "none" policy loads
 // them alone.
 //
@@ -44,7 +46,7 @@ func isInit(arg int) ArgCond {
 // and the like cannot be opened for writing. The init's other threads
 // have tids of their own that a pid==1 rule cannot see; prlimit64, the one
 // call the init would not survive, is therefore refused for every pid but
-// 0. A signal that still reaches an init thread (by tid, or through a
+// 0 (reading stays allowed). A signal that still reaches an init thread (by tid, or through a
 // /proc/1 fd given to pidfd_send_signal) meets a disposition that ignores
 // it (initIgnoredSignals; the kernel drops SIG_DFL ones for a pid
 // namespace's init), and a scheduling change on one only slows it, within
