@@ -44,9 +44,10 @@ func main() {
 }
 
 // policyRules is the effective seccomp policy, entry by entry with its
-// reason, for `sbx profile show`.
+// reason, for `sbx profile show`: for "none", the init guard a run still
+// loads.
 func policyRules(name string) ([]string, error) {
-	p, err := seccomp.Builtin(name)
+	p, err := seccomp.ForRun(name)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,8 @@ import (
 // CAP_SYS_ADMIN for mount, pivot_root and sethostname, CAP_NET_ADMIN to
 // bring lo up, CAP_SETPCAP to lock the securebits and empty the bounding
 // set, CAP_SYS_RESOURCE to set the sandbox's user.max_user_namespaces to
-// 0. All are scoped to the sandbox's own user namespace.
+// 0 and its other /proc/sys/user quotas (userNSQuotas). All are scoped to
+// the sandbox's own user namespace.
 var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE}
 
 // The steps below change per-thread credentials. They run on the init's

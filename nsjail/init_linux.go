@@ -55,6 +55,10 @@ type initProc struct {
 	inputBytes int64
 	// denials counts what the seccomp filter refused; nil without one.
 	denials *denialServer
+	// limits are the payload's rlimits, set on it while the seccomp
+	// hold stops it before its execve; nil when the init set them on
+	// itself (no listener).
+	limits *payloadLimits
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -90,8 +94,8 @@ func (in *initProc) run() int {
 		{"lo up", func() error { return <-loUp }},
 		{"proxy listener", in.handOverProxyListener},
 		{"user.max_user_namespaces=0", forbidNestedUserNS},
-		{"setrlimit", func() error { return setRlimits(in.spec.Rlimits) }},
 	}
+	steps = append(steps, userNSQuotaSteps()...)
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}
@@ -117,8 +121,14 @@ func (in *initProc) run() int {
 		return 0
 	}
 	listener := -1
+	in.limits = &payloadLimits{rl: append(append([]Rlimit{}, in.spec.Rlimits...), confine.Rlimits...)}
+	core, rest := splitCore(in.limits.rl)
 	steps = []step{
-		{"setrlimit (limits)", func() error { return setRlimits(confine.Rlimits) }},
+		// The init itself takes only RLIMIT_CORE (harmless: it is not
+		// dumpable), which no filtered thread may change later; the rest
+		// go to the payload alone (rlimits_linux.go).
+		{"setrlimit RLIMIT_CORE", func() error { return setRlimits(core) }},
+		{"forget Go's RLIMIT_NOFILE restore", forgetNofileRestore},
 		{"close_range CLOEXEC", closeExtraFDs},
 		{"clear ambient caps", clearAmbientCaps},
 		{"lock securebits", lockSecurebits},
@@ -132,6 +142,14 @@ func (in *initProc) run() int {
 	}
 	if err := in.runSteps(steps); err != nil {
 		return 1
+	}
+	if listener < 0 {
+		// No listener, no hold: the payload inherits the init's limits.
+		steps = []step{{"setrlimit (payload's limits, on the init: no seccomp listener)", func() error { return setRlimits(rest) }}}
+		if err := in.runSteps(steps); err != nil {
+			return 1
+		}
+		in.limits = nil
 	}
 	in.startDenialServer(confine.Seccomp, listener)
 	code := in.supervise(argv0, p.Argv)
@@ -226,11 +244,17 @@ func (in *initProc) readConfine(c *Confine) error {
 	if err := dec.Decode(c); err != nil {
 		return fmt.Errorf("decode confine: %w", err)
 	}
-	if want := in.spec.Seccomp != seccomp.None; want != (c.Seccomp != nil) {
-		return fmt.Errorf("seccomp policy %q but filter present: %v", in.spec.Seccomp, c.Seccomp != nil)
+	// Every run has a filter: under "none" the init guard alone, which
+	// keeps the payload from reaching the init (seccomp.ForRun).
+	want := in.spec.Seccomp
+	if want == seccomp.None {
+		want = seccomp.Guard
 	}
-	if c.Seccomp != nil && c.Seccomp.Policy != in.spec.Seccomp {
-		return fmt.Errorf("seccomp filter for policy %q, want %q", c.Seccomp.Policy, in.spec.Seccomp)
+	if c.Seccomp == nil {
+		return fmt.Errorf("seccomp policy %q but no filter", in.spec.Seccomp)
+	}
+	if c.Seccomp.Policy != want {
+		return fmt.Errorf("seccomp filter for policy %q, want %q", c.Seccomp.Policy, want)
 	}
 	return checkRlimits(c.Rlimits)
 }
@@ -376,6 +400,19 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 		// TIOCSTI and friends have nothing to act on (CVE-2017-5226).
 		Sys: &syscall.SysProcAttr{Setsid: true},
 	})
+	if in.limits != nil {
+		// Fail closed: the payload must be the process that was held
+		// and limited.
+		held, herr := in.limits.heldPid()
+		if herr == nil && err == nil && held != pid {
+			herr = fmt.Errorf("pid %d started, but the process held before its execve was pid %d", pid, held)
+		}
+		if herr != nil {
+			killAll()
+			in.send(stepErrorMsg("setrlimit (payload's limits)", "", herr))
+			return 1
+		}
+	}
 	if err != nil {
 		// ENOENT: not found (127); anything else: cannot run (126).
 		errno := unix.EACCES

@@ -40,7 +40,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	l["landlock"] = landlockLayer(spec, LandlockABI())
 	switch {
 	case spec.Seccomp == "none":
-		l["seccomp"] = Layer{State: LayerOff, Detail: "no syscall filter (seccomp.policy none)"}
+		l["seccomp"] = Layer{State: LayerOff, Detail: "no syscall policy (seccomp.policy none); only the guard that keeps the payload from its init"}
 	case exit != nil && exit.Filtered && !exit.DenialsKnown:
 		l["seccomp"] = Layer{State: LayerDegraded, Detail: spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}
 	default:

@@ -2,6 +2,7 @@ package nsjail
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ const (
 	ByRlimit     = "rlimit"
 	ByTmpfs      = "tmpfs"
 	BySupervisor = "supervisor" // sbx's own timers and output capture
+	ByUserNS     = "userns"     // a /proc/sys/user quota of the sandbox's user namespace
 	ByNone       = "none"
 )
 
@@ -105,11 +107,17 @@ func (s *supervisor) setupLimits() error {
 	lim := map[string]LimitInfo{}
 	s.res.Limits = lim
 	spec := &job.Spec
-	for _, r := range []struct{ key, res, unit string }{{"nofile", "RLIMIT_NOFILE", "count"}, {"fsize", "RLIMIT_FSIZE", "bytes"}} {
+	for _, r := range []struct{ key, res, unit, note string }{
+		{"nofile", "RLIMIT_NOFILE", "count", ""},
+		{"fsize", "RLIMIT_FSIZE", "bytes", ""},
+		{"sigpending", "RLIMIT_SIGPENDING", "count", "signals queued for the sandbox's user, all its processes together"},
+		{"msgqueue", "RLIMIT_MSGQUEUE", "bytes", "POSIX message queues of the sandbox's user, all its processes together"},
+	} {
 		if rl := rlimitFor(spec.Rlimits, r.res); rl != nil {
-			lim[r.key] = LimitInfo{Value: float64(rl.Hard), Unit: r.unit, EnforcedBy: ByRlimit}
+			lim[r.key] = LimitInfo{Value: float64(rl.Hard), Unit: r.unit, EnforcedBy: ByRlimit, Note: r.note}
 		}
 	}
+	addUserNSQuotas(lim)
 	for _, m := range spec.Mounts {
 		switch {
 		case m.Dst == spec.Workdir && m.Size > 0:
@@ -144,6 +152,23 @@ func (s *supervisor) setupLimits() error {
 		s.cgErr = s.createCgroup()
 	}()
 	return nil
+}
+
+// addUserNSQuotas lists the /proc/sys/user quotas the init sets. An
+// optional one the host kernel lacks is not listed: there is nothing of
+// that kind to drain.
+func addUserNSQuotas(lim map[string]LimitInfo) {
+	for _, q := range userNSQuotas {
+		if q.result == "" {
+			continue
+		}
+		if q.optional {
+			if _, err := os.Stat("/proc/sys/user/" + q.name); err != nil {
+				continue
+			}
+		}
+		lim[q.result] = LimitInfo{Value: float64(q.value), Unit: "count", EnforcedBy: ByUserNS, Note: "user." + q.name + " of the sandbox's user namespace"}
+	}
 }
 
 // createCgroup makes the sandbox's cgroup and fills the limits it

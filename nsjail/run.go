@@ -166,9 +166,10 @@ type compiled struct {
 }
 
 // compileFilter compiles the Spec's seccomp policy (milliseconds, cached
-// per process), meant to run beside the init's start-up.
+// per process), meant to run beside the init's start-up. Policy "none"
+// still gets the init guard (seccomp.ForRun).
 func compileFilter(name string, out chan<- compiled) {
-	p, err := seccomp.Builtin(name)
+	p, err := seccomp.ForRun(name)
 	if err != nil {
 		out <- compiled{nil, err}
 		return

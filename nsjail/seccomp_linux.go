@@ -54,11 +54,11 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 		// Closing the listener on the way out makes any later denied
 		// call fail at once (ENOSYS) instead of waiting for an answer.
 		defer unix.Close(listener)
-		err := seccomp.Serve(ctx, listener, f.ErrnoFor, func(nr int) {
+		err := seccomp.Serve(ctx, listener, f, func(nr int) {
 			d.mu.Lock()
 			d.counts[nr]++
 			d.mu.Unlock()
-		})
+		}, in.holdPayload)
 		if err != nil {
 			in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("seccomp notifications: %v; denials after this are not counted", err)})
 			d.mu.Lock()
@@ -66,6 +66,14 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 			d.mu.Unlock()
 		}
 	}()
+}
+
+// holdPayload is the denial server's hold callback (seccomp.ActHold).
+func (in *initProc) holdPayload(pid int) error {
+	if in.limits == nil {
+		return nil
+	}
+	return in.limits.hold(pid)
 }
 
 // stop ends the server once every process of the payload is gone and

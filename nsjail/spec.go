@@ -39,7 +39,8 @@ type Spec struct {
 	// Proxy asks the init for a listening socket on ProxyAddr, handed to
 	// the supervisor (Job.Proxy serves it).
 	Proxy bool `json:"proxy,omitempty"`
-	// Seccomp names the syscall policy; "none" for no filter. The
+	// Seccomp names the syscall policy; "none" for none but the init
+	// guard (seccomp.ForRun). The
 	// compiled filter follows on the control pipe (Confine), since
 	// compiling takes milliseconds that the init's set-up can hide.
 	Seccomp string `json:"seccomp"`

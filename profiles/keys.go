@@ -61,6 +61,9 @@ const (
 	maxPids   = 1 << 22
 	maxNofile = 1 << 20
 	maxCPUs   = 1024
+	// maxSigpending bounds queued signals far above any real use: the
+	// host's own default is about the number of 16 KiB pages of RAM / 8.
+	maxSigpending = 1 << 22
 )
 
 // fields lists every key in the order of the struct (and of docs and
@@ -85,6 +88,10 @@ var fields = []field{
 	{key: "limits.shm_size", kind: kindSize, ptr: func(p *Profile) any { return &p.Limits.ShmSize }, min: 4 << 10},
 	{key: "limits.nofile", kind: kindInt, ptr: func(p *Profile) any { return &p.Limits.Nofile }, min: 1, max: maxNofile, hasMax: true},
 	{key: "limits.fsize", kind: kindSize, ptr: func(p *Profile) any { return &p.Limits.Fsize }, min: 1},
+	// 0 is allowed for both: no queued signals (kill(2) still delivers a
+	// standard signal, only its siginfo is dropped), no message queues.
+	{key: "limits.sigpending", kind: kindInt, ptr: func(p *Profile) any { return &p.Limits.Sigpending }, min: 0, max: maxSigpending, hasMax: true},
+	{key: "limits.msgqueue", kind: kindSize, ptr: func(p *Profile) any { return &p.Limits.Msgqueue }, min: 0},
 	{key: "filesystem.rootfs", kind: kindPath, ptr: func(p *Profile) any { return &p.Filesystem.Rootfs }, check: checkRootfs},
 	{key: "filesystem.workspace", kind: kindPath, ptr: func(p *Profile) any { return &p.Filesystem.Workspace }, check: checkWorkspace},
 	{key: "filesystem.ro_binds", kind: kindList, ptr: func(p *Profile) any { return &p.Filesystem.ROBinds }, check: checkROBinds},

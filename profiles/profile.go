@@ -94,6 +94,14 @@ type Limits struct {
 	Nofile int64 `toml:"nofile"`
 	// Fsize is RLIMIT_FSIZE, the largest file a process may write.
 	Fsize units.Size `toml:"fsize"`
+	// Sigpending is RLIMIT_SIGPENDING, the most signals queued (sigqueue,
+	// POSIX timers) for the sandbox's user at once. The kernel also
+	// counts them against the quota of the user who started sbx.
+	Sigpending int64 `toml:"sigpending"`
+	// Msgqueue is RLIMIT_MSGQUEUE, the bytes of POSIX message queues the
+	// sandbox's user may hold, also counted against the quota of the
+	// user who started sbx.
+	Msgqueue units.Size `toml:"msgqueue"`
 }
 
 // Filesystem says what the sandbox sees.
@@ -133,7 +141,8 @@ type Network struct {
 type Seccomp struct {
 	// Policy is "allowlist" (only the syscalls CPython and the common data
 	// stack need), "denylist" (everything but the known escape and attack
-	// surface), or "none" (no filter: a disabled security layer).
+	// surface), or "none" (no syscall policy: a disabled security layer;
+	// only the guard that keeps the payload from its init stays).
 	Policy string `toml:"policy"`
 }
 
@@ -175,6 +184,8 @@ func Defaults() Profile {
 			ShmSize:         64 << 20,
 			Nofile:          1024,
 			Fsize:           512 << 20,
+			Sigpending:      1024,
+			Msgqueue:        64 << 10,
 		},
 		Filesystem: Filesystem{Workspace: "/workspace"},
 		Network:    Network{Mode: "none", MaxConnections: 16, MaxBytesOut: 64 << 20, MaxBytesIn: 256 << 20, IdleTimeout: units.Duration(60 * time.Second)},

@@ -331,6 +331,19 @@ func TestLoadErrors(t *testing.T) {
 			},
 		},
 		{
+			name:  "signal and message queue limits",
+			files: map[string]string{"a.toml": "[limits]\nsigpending = -1\nmsgqueue = \"-1K\"\n"},
+			want: []string{
+				"profile DIR/a.toml: line 2: limits.sigpending = -1: must be within 0..4194304",
+				`profile DIR/a.toml: line 3: limits.msgqueue = "-1K": must not be negative`,
+			},
+		},
+		{
+			name:  "too many queued signals",
+			files: map[string]string{"a.toml": "[limits]\nsigpending = 5000000\nmsgqueue = 0\n"},
+			want:  []string{"profile DIR/a.toml: line 2: limits.sigpending = 5000000: must be within 0..4194304"},
+		},
+		{
 			name: "paths, lists and env",
 			files: map[string]string{"a.toml": "require = [\"cgroup\", \"gpu\"]\n[filesystem]\nworkspace = \"work\"\nrootfs = \"./root\"\nro_binds = [\"/proc/sys\"]\n" +
 				"[network]\nallow = [\"a.com\", \"a.com\"]\n[env]\n\"A=B\" = \"x\"\nC = \"nul\\u0000\"\n"},
@@ -699,6 +712,18 @@ func TestSpec(t *testing.T) {
 	if s.Profile != "strict" || s.ID != "id1" || s.UID != 1000 || s.Hostname != "sbx" || s.Workdir != "/workspace" ||
 		!strings.Contains(env, "A=flag") || !strings.Contains(env, "HOME=/elsewhere") {
 		t.Errorf("spec = %+v", s)
+	}
+	// RLIMIT_CORE 1, not 0: the only value that stops a piped
+	// core_pattern helper (core(5)).
+	want := map[string]uint64{"RLIMIT_CORE": 1, "RLIMIT_NOFILE": 256, "RLIMIT_FSIZE": 64 << 20, "RLIMIT_SIGPENDING": 256, "RLIMIT_MSGQUEUE": 0}
+	for _, r := range s.Rlimits {
+		if v, ok := want[r.Resource]; !ok || r.Soft != v || r.Hard != v {
+			t.Errorf("rlimit %+v, want soft = hard = %d", r, v)
+		}
+		delete(want, r.Resource)
+	}
+	if len(want) > 0 {
+		t.Errorf("rlimits %+v lack %v", s.Rlimits, want)
 	}
 }
 

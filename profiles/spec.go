@@ -62,11 +62,21 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 		Seccomp:  p.Seccomp.Policy,
 		Landlock: p.Landlock.Mode == "on",
 		Rlimits: []nsjail.Rlimit{
-			// No core dumps: one would land in the workspace, or go to a
-			// host helper when core_pattern is a pipe.
-			{Resource: "RLIMIT_CORE", Soft: 0, Hard: 0},
+			// No core dumps. 1, not 0: a core file needs at least a page,
+			// so 1 writes none into the workspace, and when core_pattern
+			// is a pipe the kernel ignores RLIMIT_CORE except for the
+			// value 1, which aborts the dump (core(5), fs/coredump.c);
+			// with 0 a host helper would get the crash. The init guard
+			// keeps the payload from changing it (seccomp.initGuard).
+			{Resource: "RLIMIT_CORE", Soft: 1, Hard: 1},
 			{Resource: "RLIMIT_NOFILE", Soft: uint64(l.Nofile), Hard: uint64(l.Nofile)},
 			{Resource: "RLIMIT_FSIZE", Soft: uint64(l.Fsize), Hard: uint64(l.Fsize)},
+			// Per user namespace since Linux 5.14 and charged to every
+			// namespace above, so to the quota of the user who started
+			// sbx too (kernel/ucount.c): bounded here, a sandbox cannot
+			// drain it.
+			{Resource: "RLIMIT_SIGPENDING", Soft: uint64(l.Sigpending), Hard: uint64(l.Sigpending)},
+			{Resource: "RLIMIT_MSGQUEUE", Soft: uint64(l.Msgqueue), Hard: uint64(l.Msgqueue)},
 		},
 	}, nil
 }

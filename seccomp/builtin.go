@@ -2,6 +2,7 @@ package seccomp
 
 import (
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,7 +15,8 @@ const (
 	// Denylist is standard's policy: everything but the known escape and
 	// kernel attack surface.
 	Denylist = "denylist"
-	// None means no filter at all: a disabled security layer.
+	// None means no syscall policy: a disabled security layer. A run
+	// still loads the init guard (ForRun).
 	None = "none"
 )
 
@@ -57,7 +59,7 @@ func denylist() *Policy {
 	deny := func(why string, names ...string) Rule {
 		return Rule{Names: names, Action: ActNotifyErrno, Why: why}
 	}
-	return &Policy{
+	return withGuard(&Policy{
 		Name:    Denylist,
 		Default: ActAllow,
 		Rules: []Rule{
@@ -117,18 +119,47 @@ func denylist() *Policy {
 			deny("obsolete or host-global calls nothing modern uses",
 				"lookup_dcookie", "vhangup", "nfsservctl", "uselib", "ustat", "sysfs"),
 		},
-	}
+	})
 }
 
 func allowlist() *Policy {
 	allow := func(why string, names ...string) Rule {
 		return Rule{Names: names, Action: ActAllow, Why: why}
 	}
-	return &Policy{
+	// exceptValue allows names unless argument arg, read as the kernel
+	// reads an int (its low 32 bits), is v: the default refuses that
+	// case (initGuard says why). Two rules, since a masked "not equal"
+	// is "some other bit set, or v's bits not all set" and v has one bit.
+	exceptValue := func(why string, arg int, v uint64, base []ArgCond, names ...string) []Rule {
+		with := func(c ArgCond) []ArgCond { return append(append([]ArgCond{}, base...), c) }
+		return []Rule{
+			{Names: names, Action: ActAllow, Args: with(ArgCond{Arg: arg, Op: OpAnyBit, Mask: lowHalf &^ v}), Why: why},
+			{Names: names, Action: ActAllow, Args: with(ArgCond{Arg: arg, Op: OpNoBit, Mask: v}), Why: why},
+		}
+	}
+	guarded := slices.Concat(
+		exceptValue("signals the sandbox's own processes: its pid namespace holds nothing else but the init (pid 1), which is guarded",
+			0, 1, nil, "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"),
+		exceptValue("CPU placement and scheduling of the sandbox's own threads; raising priority needs CAP_SYS_NICE; the init (pid 1) is guarded",
+			0, 1, nil, "sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr"),
+		exceptValue("nice of a process or process group (os.nice); raising priority needs CAP_SYS_NICE; PRIO_USER and the init (pid 1) are guarded",
+			1, 1, []ArgCond{{Arg: 0, Op: OpIn, Values: []uint64{unix.PRIO_PROCESS, unix.PRIO_PGRP}}}, "setpriority"),
+		exceptValue("the process's own limits; raising a hard limit needs CAP_SYS_RESOURCE; RLIMIT_CORE is guarded",
+			0, unix.RLIMIT_CORE, nil, "setrlimit"),
+		exceptValue("the process's own limits (pid 0: glibc's getrlimit and setrlimit); RLIMIT_CORE is guarded",
+			1, unix.RLIMIT_CORE, []ArgCond{{Arg: 0, Op: OpNoBit, Mask: lowHalf}}, "prlimit64"),
+		[]Rule{{
+			Names:  []string{"prlimit64"},
+			Action: ActAllow,
+			Args:   []ArgCond{{Arg: 2, Op: OpIn, Values: []uint64{0}}},
+			Why:    "reads any process's limits (no new limit given)",
+		}},
+	)
+	return withGuard(&Policy{
 		Name:         Allowlist,
 		Default:      ActNotifyErrno,
 		DefaultErrno: int(unix.EPERM),
-		Rules: []Rule{
+		Rules: append([]Rule{
 			{
 				Names:  []string{"clone3"},
 				Action: ActErrno,
@@ -146,23 +177,21 @@ func allowlist() *Policy {
 				Why:    "threads and processes (glibc, the Go runtime, the init forking the payload), but no CLONE_NEW* namespaces",
 			},
 			allow("ends and reaps processes", "exit", "exit_group", "wait4", "waitid", "restart_syscall"),
-			allow("signals the sandbox's own processes: its pid namespace holds nothing else",
-				"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal"),
+			allow("signals through a pidfd the process holds (pidfd_open refuses the init's)", "pidfd_send_signal"),
 			allow("signal handling, timers and alarms (signal, faulthandler, the Go runtime's preemption)",
 				"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend", "rt_sigtimedwait",
 				"sigaltstack", "signalfd", "signalfd4", "pause", "alarm", "setitimer", "getitimer",
 				"timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete"),
-			allow("process and thread identity, process groups and sessions inside the sandbox",
-				"getpid", "getppid", "gettid", "getpgid", "getpgrp", "getsid", "setsid", "setpgid",
+			allow("process and thread identity, process groups and sessions inside the sandbox (setsid: the init guard holds it, then lets it run)",
+				"getpid", "getppid", "gettid", "getpgid", "getpgrp", "getsid", "setpgid",
 				"getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "capget"),
 			allow("switches between ids the process already holds; without capabilities the kernel allows nothing more (subprocess user=, group=)",
 				"setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid", "setgroups"),
 			allow("threads and their synchronisation (pthreads, the Go runtime)",
 				"set_tid_address", "set_robust_list", "get_robust_list", "rseq", "futex", "futex_waitv", "membarrier", "arch_prctl"),
-			allow("CPU placement and priority of the sandbox's own threads; raising priority needs CAP_SYS_NICE",
-				"sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
-				"sched_getscheduler", "sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min",
-				"sched_rr_get_interval", "sched_getattr", "sched_setattr", "getpriority", "setpriority", "getcpu"),
+			allow("CPU placement and priority of the sandbox's own threads, read",
+				"sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
+				"sched_get_priority_min", "sched_rr_get_interval", "sched_getattr", "getpriority", "getcpu"),
 			allow("manages the process's own memory (OpenBLAS uses mbind); the memory cgroup bounds it",
 				"brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore",
 				"mlock", "mlock2", "munlock", "mlockall", "munlockall",
@@ -231,9 +260,8 @@ func allowlist() *Policy {
 			},
 			allow("clocks, sleeping and CPU times", "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep",
 				"gettimeofday", "time", "times"),
-			allow("resource usage and limits; raising a hard limit needs CAP_SYS_RESOURCE",
-				"getrusage", "getrlimit", "setrlimit", "prlimit64", "sysinfo", "uname"),
+			allow("resource usage and limits, read", "getrusage", "getrlimit", "sysinfo", "uname"),
 			allow("random numbers (os.urandom, hash seeds, the Go runtime)", "getrandom"),
-		},
-	}
+		}, guarded...),
+	})
 }

@@ -120,7 +120,7 @@ func compile(p *Policy) (*Filter, error) {
 
 	f := &Filter{Policy: p.Name}
 	for i := range p.Rules {
-		f.Notify = f.Notify || p.Rules[i].Action == ActNotifyErrno
+		f.Notify = f.Notify || p.Rules[i].Action == ActNotifyErrno || p.Rules[i].Action == ActHold
 	}
 	f.Notify = f.Notify || p.Default == ActNotifyErrno
 	if f.BPF, err = build(p, rules, f.Notify); err != nil {
@@ -139,8 +139,11 @@ func compile(p *Policy) (*Filter, error) {
 		return nil, fmt.Errorf("seccomp policy %q (fallback): %w", p.Name, err)
 	}
 	for _, r := range rules {
-		if r.rule.Action == ActNotifyErrno {
+		switch r.rule.Action {
+		case ActNotifyErrno:
 			f.Errnos = mapSet(f.Errnos, r.nr, errnoOr(r.rule.Errno))
+		case ActHold:
+			f.Holds = append(f.Holds, r.nr)
 		}
 	}
 	if p.Default == ActNotifyErrno {
@@ -169,6 +172,11 @@ func scmpAction(o outcome, notify bool) libseccomp.ScmpAction {
 		if notify {
 			return libseccomp.ActNotify
 		}
+	case ActHold:
+		if notify {
+			return libseccomp.ActNotify
+		}
+		return libseccomp.ActAllow
 	}
 	return libseccomp.ActErrno.SetReturnCode(int16(o.Errno))
 }
@@ -206,6 +214,9 @@ func build(p *Policy, rules []resolvedRule, notify bool) ([]byte, error) {
 				continue
 			}
 			act := scmpAction(r.rule.outcome(), notify)
+			if r.rule.Action == ActHold && sameAction(r.rule.outcome(), p.defaultOutcome(), notify) {
+				continue // the default does the same (see Validate)
+			}
 			for _, conj := range r.conjs {
 				if err := addRule(flt, r.nr, act, conj); err != nil {
 					return nil, fmt.Errorf("seccomp policy %q: seccomp_rule_add_exact(%s, %s): %w", p.Name, r.name, r.rule.Action, err)

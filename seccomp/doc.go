@@ -12,13 +12,13 @@
 //	INIT (pid 1, goroutine locked to its thread since the start)
 //	  ... drop caps, prctl(PR_SET_NO_NEW_PRIVS) ...
 //	  fd, err := seccomp.Load(f)        // this thread only; fd >= 0 if f.Notify
-//	  go seccomp.Serve(ctx, fd, f.ErrnoFor, count)   // another thread
+//	  go seccomp.Serve(ctx, fd, f, count, hold)      // another thread
 //	  fork+exec the payload from the locked thread, reap it
 //	  cancel ctx, wait for Serve, report counts by seccomp.SyscallName(nr)
 //
 // # API
 //
-//	type Action string     // ActAllow, ActErrno, ActNotifyErrno, ActKill
+//	type Action string     // ActAllow, ActErrno, ActNotifyErrno, ActKill, ActHold
 //	type Op string         // OpIn, OpNotIn, OpMaskedIn, OpAnyBit, OpNoBit, OpMixed
 //	type ArgCond struct { Arg int; Op Op; Values []uint64; Mask uint64 }
 //	type Rule struct { Names []string; Action Action; Errno int; Args []ArgCond; Why string }
@@ -41,7 +41,7 @@
 //	func (f *Filter) ErrnoFor(nr int) int
 //	func Compile(p *Policy) (*Filter, error)
 //	func Load(f *Filter) (listener int, err error)
-//	func Serve(ctx context.Context, listener int, errnoFor func(nr int) int, count func(nr int)) error
+//	func Serve(ctx context.Context, listener int, f *Filter, count func(nr int), hold func(pid int) error) error
 //	func SyscallName(nr int) string             // "syscall_N" if unknown
 //	func SyscallNumber(name string) (int, error)
 //

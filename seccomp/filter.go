@@ -1,6 +1,10 @@
 package seccomp
 
-import "golang.org/x/sys/unix"
+import (
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
 
 // Filter is a compiled policy: plain data that crosses from the host to the
 // sandbox's init as JSON, and that Load installs without libseccomp.
@@ -21,6 +25,9 @@ type Filter struct {
 	// DefaultErrno is Serve's answer for any other notified syscall
 	// (those the policy's default denies).
 	DefaultErrno int `json:"default_errno,omitempty"`
+	// Holds are the numbers of the syscalls a hold rule names: Serve
+	// runs its hold callback and lets them continue (ActHold).
+	Holds []int `json:"holds,omitempty"`
 	// Fallback is the same policy with every notify-errno turned into a
 	// plain SECCOMP_RET_ERRNO. Load installs it when the kernel will not
 	// give a listener, so denials still fail the same way, unreported.
@@ -40,3 +47,6 @@ func (f *Filter) ErrnoFor(nr int) int {
 }
 
 func validErrno(e int) bool { return e > 0 && e <= 4095 }
+
+// IsHold reports whether a notification for syscall nr is a hold.
+func (f *Filter) IsHold(nr int) bool { return slices.Contains(f.Holds, nr) }

@@ -295,11 +295,11 @@ func childMain(scenario string) {
 		fl, _ := unix.FcntlInt(uintptr(rep.Listener), unix.F_GETFD, 0)
 		rep.Cloexec = fl&unix.FD_CLOEXEC != 0
 		go func() {
-			serveDone <- Serve(ctx, rep.Listener, f.ErrnoFor, func(nr int) {
+			serveDone <- Serve(ctx, rep.Listener, f, func(nr int) {
 				mu.Lock()
 				counts[nr]++
 				mu.Unlock()
-			})
+			}, nil)
 		}()
 	} else {
 		serveDone <- nil
@@ -423,7 +423,7 @@ func serveUntilHUP(f *Filter, rep *childReport) {
 	rep.Listener = l.fd
 	counts := map[int]int{}
 	done := make(chan error, 1)
-	go func() { done <- Serve(context.Background(), l.fd, f.ErrnoFor, func(nr int) { counts[nr]++ }) }()
+	go func() { done <- Serve(context.Background(), l.fd, f, func(nr int) { counts[nr]++ }, nil) }()
 	select {
 	case err := <-done:
 		if err != nil {

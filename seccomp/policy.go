@@ -30,11 +30,20 @@ const (
 	// ActKill kills the whole process (SECCOMP_RET_KILL_PROCESS, Linux
 	// 4.14), which the parent sees as death by SIGSYS.
 	ActKill Action = "kill"
+	// ActHold stops the calling thread in the kernel until Serve's hold
+	// callback has run, then lets the syscall run as if allowed
+	// (SECCOMP_RET_USER_NOTIF answered with
+	// SECCOMP_USER_NOTIF_FLAG_CONTINUE, Linux 5.5). It is not a denial
+	// and is not counted. It decides nothing about the call (which could
+	// race with its arguments, seccomp_unotify(2)): the sandbox init uses
+	// it to act on a new process at a point before its execve. Without a
+	// listener (the fallback program) it is plain allow.
+	ActHold Action = "hold"
 )
 
 func (a Action) valid() bool {
 	switch a {
-	case ActAllow, ActErrno, ActNotifyErrno, ActKill:
+	case ActAllow, ActErrno, ActNotifyErrno, ActKill, ActHold:
 		return true
 	}
 	return false
@@ -375,7 +384,9 @@ func (p *Policy) Validate() error {
 		}
 		// libseccomp refuses a rule whose action is the filter's default
 		// (EACCES, seccomp_rule_add(3)), in either program Compile builds.
-		if sameAction(r.outcome(), p.defaultOutcome(), true) || sameAction(r.outcome(), p.defaultOutcome(), false) {
+		// A hold is the exception: Compile leaves it out of the program
+		// whose default it equals (the default then does the same).
+		if r.Action != ActHold && (sameAction(r.outcome(), p.defaultOutcome(), true) || sameAction(r.outcome(), p.defaultOutcome(), false)) {
 			errs = append(errs, fmt.Errorf("%s: action %s is the same as the policy's default", where, describeOutcome(r.outcome())))
 		}
 		args := map[int]bool{}
@@ -444,11 +455,14 @@ func (p *Policy) Validate() error {
 // notify program every notify-errno is the same SECCOMP_RET_USER_NOTIF
 // whatever its errno; in the fallback program it is a plain errno.
 func sameAction(a, b outcome, notify bool) bool {
-	if !notify {
-		for _, o := range []*outcome{&a, &b} {
-			if o.Action == ActNotifyErrno {
-				o.Action = ActErrno
-			}
+	for _, o := range []*outcome{&a, &b} {
+		switch {
+		case o.Action == ActHold && notify:
+			o.Action, o.Errno = ActNotifyErrno, 0
+		case o.Action == ActHold:
+			o.Action = ActAllow
+		case o.Action == ActNotifyErrno && !notify:
+			o.Action = ActErrno
 		}
 	}
 	if a.Action != b.Action {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,7 +111,8 @@ func TestBuiltinProperties(t *testing.T) {
 		p, _ := Builtin(name)
 		t.Run(name, func(t *testing.T) {
 			for _, cl := range initBaseline {
-				if o := p.decide(cl.name, cl.args); o.Action != ActAllow {
+				// A hold (the init's, on setsid) lets the call run.
+				if o := p.decide(cl.name, cl.args); o.Action != ActAllow && o.Action != ActHold {
 					t.Errorf("baseline %v: %s %d, want allow", cl, o.Action, o.Errno)
 				}
 			}
@@ -133,6 +135,83 @@ func TestBuiltinProperties(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// reachInit are calls that would reach the sandbox's init (pid 1, or by
+// prlimit any other pid) or its RLIMIT_CORE: every policy a run loads
+// refuses each (initGuard). The pid is an int, so its upper half must
+// not matter (1<<32|1 is pid 1 to the kernel).
+var reachInit = []call{
+	c("prlimit64", 1, unix.RLIMIT_NOFILE, 0x7000), c("prlimit64", 7, unix.RLIMIT_CPU, 0x7000), c("prlimit64", 1<<32|1, unix.RLIMIT_AS, 0x7000),
+	c("prlimit64", 0, unix.RLIMIT_CORE, 0x7000), c("prlimit64", 0, unix.RLIMIT_CORE|1<<32, 0x7000), c("prlimit64", 1<<32, unix.RLIMIT_CORE, 0x7000),
+	c("setrlimit", unix.RLIMIT_CORE, 0x7000), c("setrlimit", unix.RLIMIT_CORE|1<<32, 0x7000),
+	c("kill", 1, uint64(unix.SIGTERM)), c("kill", 1, 0), c("kill", 1<<32|1, uint64(unix.SIGXCPU)), c("rt_sigqueueinfo", 1, 34, 0x7000),
+	c("pidfd_open", 1), c("pidfd_open", 0xffffffff00000001),
+	c("sched_setaffinity", 1, 8, 0x7000), c("sched_setscheduler", 1, 5, 0x7000), c("sched_setparam", 1<<32|1, 0x7000), c("sched_setattr", 1, 0x7000),
+	c("setpriority", unix.PRIO_PROCESS, 1, 19), c("setpriority", unix.PRIO_PGRP, 1<<32|1, 19), c("setpriority", unix.PRIO_USER, 0, 19), c("setpriority", unix.PRIO_USER|1<<32, 1000, 19),
+}
+
+// reachInitQuietly are refused silently with ESRCH (the init's own runtime
+// makes such calls from its filtered thread).
+var reachInitQuietly = []call{
+	c("tgkill", 1, 5, uint64(unix.SIGKILL)), c("tgkill", 1<<32|1, 5, uint64(unix.SIGKILL)), c("tkill", 1, uint64(unix.SIGTERM)), c("rt_tgsigqueueinfo", 1, 1, 34, 0x7000),
+}
+
+// notInit are the same calls aimed elsewhere: every policy allows them.
+var notInit = []call{
+	c("prlimit64", 0, unix.RLIMIT_NOFILE, 0x7000, 0x7100), c("prlimit64", 0, unix.RLIMIT_CPU, 0x7000), c("prlimit64", 1, unix.RLIMIT_NOFILE, 0, 0x7100),
+	c("prlimit64", 7, unix.RLIMIT_CORE, 0, 0x7100), c("setrlimit", unix.RLIMIT_NOFILE, 0x7000), c("setrlimit", unix.RLIMIT_AS, 0x7000),
+	c("kill", 7, uint64(unix.SIGTERM)), c("kill", 0, uint64(unix.SIGTERM)), c("kill", math.MaxUint64, uint64(unix.SIGKILL)), c("kill", 2, 0), c("kill", 3, 0),
+	c("tgkill", 7, 8, uint64(unix.SIGTERM)), c("tkill", 8, uint64(unix.SIGTERM)), c("rt_sigqueueinfo", 7, 34, 0x7000), c("pidfd_open", 7),
+	c("sched_setaffinity", 0, 8, 0x7000), c("sched_setaffinity", 7, 8, 0x7000), c("sched_setscheduler", 0, 3, 0x7000),
+	c("setpriority", unix.PRIO_PROCESS, 0, 10), c("setpriority", unix.PRIO_PROCESS, 7, 10), c("setpriority", unix.PRIO_PGRP, 0, 10),
+}
+
+func TestInitGuard(t *testing.T) {
+	for _, name := range Names() {
+		p, err := ForRun(name)
+		if err != nil || p == nil {
+			t.Fatalf("ForRun(%q) = %v, %v", name, p, err)
+		}
+		t.Run(name, func(t *testing.T) {
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			for _, cl := range reachInit {
+				if o := p.decide(cl.name, cl.args); o.Action != ActNotifyErrno || o.Errno != int(unix.EPERM) {
+					t.Errorf("%v: %s %d, want a reported EPERM", cl, o.Action, o.Errno)
+				}
+			}
+			for _, cl := range reachInitQuietly {
+				if o := p.decide(cl.name, cl.args); o.Action != ActErrno || o.Errno != int(unix.ESRCH) {
+					t.Errorf("%v: %s %d, want a silent ESRCH", cl, o.Action, o.Errno)
+				}
+			}
+			for _, cl := range notInit {
+				if o := p.decide(cl.name, cl.args); o.Action != ActAllow {
+					t.Errorf("%v: %s %d, want allow", cl, o.Action, o.Errno)
+				}
+			}
+			// The payload's first process is held at its setsid, so that
+			// the init can set its rlimits (nsjail/rlimits_linux.go).
+			if o := p.decide("setsid", [6]uint64{}); o.Action != ActHold {
+				t.Errorf("setsid: %s, want hold", o.Action)
+			}
+			// The compiled program agrees with the data on each.
+			f := mustCompile(t, p)
+			if nr, _ := SyscallNumber("setsid"); !f.Notify || !f.IsHold(nr) || f.IsHold(nr+1) {
+				t.Errorf("filter notify %v, holds %v: want setsid (%d) alone", f.Notify, f.Holds, nr)
+			}
+			calls := slices.Concat(reachInit, reachInitQuietly, notInit, initBaseline)
+			checkCalls(t, p, f.BPF, f.Notify, calls)
+			if f.Notify {
+				checkCalls(t, p, f.Fallback, false, calls)
+			}
+		})
+	}
+	if g, _ := ForRun(None); g.Name != Guard || g.Default != ActAllow {
+		t.Errorf("ForRun(none) = policy %q default %s, want %q allowing the rest", g.Name, g.Default, Guard)
 	}
 }
 

@@ -36,11 +36,14 @@ var (
 	_ [unsafe.Sizeof(notifResp{}) - unix.SECCOMP_IOCTL_NOTIF_SEND>>16&0x3fff]struct{}
 )
 
-// Serve answers the notifications of a filter's listener until ctx ends
-// or no task uses the filter any more (the listener polls POLLHUP, Linux
-// 5.9): each denied syscall is counted by its number, then failed with
-// errnoFor(nr) (Filter.ErrnoFor). It returns nil then, and an error only
-// when the listener itself fails.
+// Serve answers the notifications of f's listener until ctx ends or no
+// task uses the filter any more (the listener polls POLLHUP, Linux 5.9):
+// each denied syscall is counted by its number, then failed with
+// f.ErrnoFor(nr). A held one (f.IsHold) is not counted: hold, if not nil,
+// runs with the caller's pid (in the listener's pid namespace), and the
+// syscall then continues, or fails with EPERM if hold returned an error.
+// Serve returns nil then, and an error only when the listener itself
+// fails.
 //
 // Run it on a thread without the filter: in the sandbox init, a goroutine
 // other than the locked one that called Load (see Load). Stop it by
@@ -53,7 +56,7 @@ var (
 // A caller killed while its syscall waits is not counted if Serve had not
 // read its notification yet; a call interrupted by a signal and restarted
 // arrives, and is counted, again.
-func Serve(ctx context.Context, listener int, errnoFor func(nr int) int, count func(nr int)) error {
+func Serve(ctx context.Context, listener int, f *Filter, count func(nr int), hold func(pid int) error) error {
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)
@@ -87,7 +90,7 @@ func Serve(ctx context.Context, listener int, errnoFor func(nr int) int, count f
 		case fds[1].Revents != 0:
 			return nil
 		case ev&unix.POLLIN != 0:
-			if err := answer(listener, errnoFor, count); err != nil {
+			if err := answer(listener, f, count, hold); err != nil {
 				return err
 			}
 		case ev&unix.POLLNVAL != 0:
@@ -99,8 +102,9 @@ func Serve(ctx context.Context, listener int, errnoFor func(nr int) int, count f
 	return nil
 }
 
-// answer receives one notification and fails its syscall.
-func answer(listener int, errnoFor func(nr int) int, count func(nr int)) error {
+// answer receives one notification and fails its syscall, or lets a held
+// one continue.
+func answer(listener int, f *Filter, count func(nr int), hold func(pid int) error) error {
 	// The kernel refuses a receive buffer that is not zeroed (EINVAL).
 	var n notif
 	if err := ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(&n)); err != nil {
@@ -112,15 +116,25 @@ func answer(listener int, errnoFor func(nr int) int, count func(nr int)) error {
 		return fmt.Errorf("ioctl(%d, SECCOMP_IOCTL_NOTIF_RECV): %w", listener, err)
 	}
 	nr := int(n.Data.Nr)
-	count(nr)
-	e := errnoFor(nr)
-	if !validErrno(e) {
-		// An error of 0 would let the denied syscall return success.
-		e = int(unix.EPERM)
+	var resp notifResp
+	if f.IsHold(nr) {
+		resp = notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		if hold != nil {
+			if err := hold(int(n.Pid)); err != nil {
+				resp = notifResp{ID: n.ID, Error: -int32(unix.EPERM)}
+			}
+		}
+	} else {
+		count(nr)
+		e := f.ErrnoFor(nr)
+		if !validErrno(e) {
+			// An error of 0 would let the denied syscall return success.
+			e = int(unix.EPERM)
+		}
+		// The kernel stores error as the syscall's return value unchecked
+		// (syscall_set_return_value), so it must be the negated errno.
+		resp = notifResp{ID: n.ID, Error: -int32(e)}
 	}
-	// The kernel stores error as the syscall's return value unchecked
-	// (syscall_set_return_value), so it must be the negated errno.
-	resp := notifResp{ID: n.ID, Error: -int32(e)}
 	for {
 		err := ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
 		switch {
