@@ -50,16 +50,17 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 	}
 	env := mergeEnv(BaseEnv(fs.Workspace), p.Env, extraEnv)
 	return nsjail.Spec{
-		Version:  nsjail.SpecVersion,
-		ID:       id,
-		Profile:  p.Name,
-		Hostname: p.Sandbox.Hostname,
-		UID:      uid,
-		GID:      uid,
-		Mounts:   plan,
-		Workdir:  fs.Workspace,
-		Env:      env,
-		Seccomp:  p.Seccomp.Policy,
+		Version:   nsjail.SpecVersion,
+		ID:        id,
+		Profile:   p.Name,
+		Hostname:  p.Sandbox.Hostname,
+		UID:       uid,
+		GID:       uid,
+		Mounts:    plan,
+		ProcMasks: rootfs.ProcMasks(),
+		Workdir:   fs.Workspace,
+		Env:       env,
+		Seccomp:   p.Seccomp.Policy,
 		Rlimits: []nsjail.Rlimit{
 			// No core dumps: one would land in the workspace, or go to a
 			// host helper when core_pattern is a pipe.
