@@ -39,6 +39,7 @@ var procMasks = []ProcMask{
 	{"config.gz", KindMaskFile, "the host kernel's build configuration: which attack surface it has"},
 	{"interrupts", KindMaskFile, "per-CPU interrupt counts of the whole host: a side channel on keystrokes and host activity (moby masks it since v28)"},
 	{"softirqs", KindMaskFile, "per-CPU softirq counts of the whole host: the same side channel as interrupts"},
+	{"modules", KindMaskFile, "the host kernel's loaded modules: which attack surface it has loaded"},
 	{"kmsg", KindMaskFile, "the kernel log (also refused by seccomp's syslog rule)"},
 	{"acpi", KindMaskDir, "ACPI tables and device state of the host"},
 	{"asound", KindMaskDir, "the host's sound cards"},
