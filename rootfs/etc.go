@@ -17,8 +17,12 @@ import (
 // (/usr/lib/python3.X/sitecustomize.py links there) and matplotlib's
 // default rc file (/usr/share/matplotlib/mpl-data/matplotlibrc links
 // there; without it `import matplotlib` fails), plus fontconfig's
-// configuration (matplotlib and Pillow find fonts through it). Nothing
-// else of the host's /etc enters the sandbox.
+// configuration (matplotlib and Pillow find fonts through it), and the
+// services and protocols tables of netbase, which nsswitch.conf points
+// at (getaddrinfo with a service name such as "http", getservbyname,
+// getprotobyname; CPython's asyncio tests use them): static tables that
+// say nothing about the host. Nothing else of the host's /etc enters the
+// sandbox.
 var DefaultEtcFromRootfs = []string{
 	"ld.so.cache",
 	"alternatives",
@@ -30,6 +34,8 @@ var DefaultEtcFromRootfs = []string{
 	"python3.12",
 	"python3.13",
 	"matplotlibrc",
+	"services",
+	"protocols",
 }
 
 // etcPlan builds /etc: passwd, group, hosts, hostname, resolv.conf and
