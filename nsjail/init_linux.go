@@ -106,6 +106,8 @@ func (in *initProc) run() int {
 	var p Payload
 	var confine Confine
 	steps = []step{
+		// While the supervisor attaches the cgroup: off the critical path.
+		{"mask /proc", in.maskProc},
 		{"read confine", func() error { return in.readConfine(&confine) }},
 		{"read payload", func() error { return in.readPayload(&p) }},
 		{"write inputs", func() error { return in.writeInputs(p.Files) }},

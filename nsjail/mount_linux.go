@@ -85,6 +85,8 @@ func applyMount(m rootfs.Mount, srcFD int) error {
 		return mountTmpfs(m, dst)
 	case rootfs.KindProc:
 		return mountProc(dst)
+	case rootfs.KindDevpts:
+		return mountDevpts(dst, m.Data)
 	case rootfs.KindSymlink:
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return err
@@ -279,8 +281,124 @@ func mountProc(dst string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return &pathError{"mkdir", trimStaging(dst), err}
 	}
-	if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := unix.Mount("proc", dst, "proc", procFlags, ""); err != nil {
 		return &pathError{"mount proc on", trimStaging(dst), err}
+	}
+	return nil
+}
+
+// mountDevpts mounts a devpts instance of the sandbox's own (devpts is
+// mountable in a user namespace, and clears the nodev that such mounts
+// otherwise get: fs/devpts/inode.c, devpts_fill_super). opts are the
+// plan's, decided on the host (rootfs.devPlan says why each is there).
+func mountDevpts(dst, opts string) error {
+	if err := unix.Mount("devpts", dst, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, opts); err != nil {
+		return &pathError{"mount devpts (" + opts + ") on", trimStaging(dst), err}
+	}
+	return nil
+}
+
+// maskProc hides or freezes the /proc paths of the Spec's table, after the
+// init's own /proc/sys writes (runc applies readonlyPaths and maskPaths
+// after the sysctls too), and before the payload exists: it needs
+// CAP_SYS_ADMIN in the sandbox's user namespace, which owns this procfs.
+// Masking in a user namespace works rootless because the init mounted
+// this procfs itself; the host's /proc stays as it is.
+func (in *initProc) maskProc() error {
+	if len(in.spec.ProcMasks) == 0 {
+		return nil
+	}
+	null, err := openDevNull()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(null)
+	nullPath := fmt.Sprintf("/proc/self/fd/%d", null)
+	for _, m := range in.spec.ProcMasks {
+		err := applyProcMask(m, nullPath)
+		if errors.Is(err, unix.ENOENT) {
+			// Not every kernel has every file (timer_stats went in 4.11,
+			// sched_debug moved to debugfs in 5.13, config.gz needs
+			// CONFIG_IKCONFIG_PROC): nothing to hide.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
+		in.tl.mark("  " + m.String())
+	}
+	return nil
+}
+
+// openDevNull opens the sandbox's /dev/null (a bind of the host's) as the
+// source of every file mask, and checks that it is the null device: a
+// missing or wrong source must fail the masking, not skip it.
+func openDevNull() (int, error) {
+	fd, err := unix.Open("/dev/null", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &pathError{"open", "/dev/null", err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &pathError{"fstat", "/dev/null", err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(1, 3) {
+		unix.Close(fd)
+		return -1, &pathError{"check", "/dev/null", fmt.Errorf("not the null device (mode %#o, rdev %d:%d)", st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))}
+	}
+	return fd, nil
+}
+
+// applyProcMask performs one mask step; ENOENT means Dst does not exist.
+func applyProcMask(m rootfs.Mount, nullPath string) error {
+	switch m.Kind {
+	case rootfs.KindMaskFile:
+		return bindNullOver(m.Dst, nullPath)
+	case rootfs.KindMaskDir:
+		return mountEmptyTmpfsOver(m.Dst)
+	case rootfs.KindRebindRO:
+		return rebindReadOnly(m.Dst)
+	}
+	return fmt.Errorf("mount kind %q is not a /proc mask", m.Kind)
+}
+
+// bindNullOver binds /dev/null on the file dst: one mount(2).
+func bindNullOver(dst, nullPath string) error {
+	if err := unix.Mount(nullPath, dst, "", unix.MS_BIND, ""); err != nil {
+		return &pathError{"mount --bind /dev/null on", dst, err}
+	}
+	return nil
+}
+
+// mountEmptyTmpfsOver covers the directory dst with an empty, read-only
+// tmpfs of the smallest size: one mount(2).
+func mountEmptyTmpfsOver(dst string) error {
+	const opts = "mode=0555,size=4k,nr_inodes=1"
+	if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return &pathError{"mount tmpfs (ro," + opts + ") on", dst, err}
+	}
+	return nil
+}
+
+// procFlags are the flags the init mounted /proc with (mountProc); a
+// remount replaces a mount's flags whole, so the read-only rebind repeats
+// them. They are not locked (the init made this mount in its own user
+// namespace), so no statfs is needed to find them.
+const procFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+
+// rebindReadOnly binds dst on itself and makes that bind read-only: two
+// mount(2) calls (a bind cannot be made read-only in the same call,
+// mount(2) "Creating a bind mount"). Not recursive: nothing is mounted
+// below these /proc directories, and a later mount there needs
+// CAP_SYS_ADMIN, which the payload never holds.
+func rebindReadOnly(dst string) error {
+	if err := unix.Mount(dst, dst, "", unix.MS_BIND, ""); err != nil {
+		return &pathError{"mount --bind on itself", dst, err}
+	}
+	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | procFlags)
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return &pathError{"mount -o remount,bind,ro(" + mountFlagNames(flags) + ")", dst, err}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // SpecVersion is bumped whenever the Spec's wire form changes; the init
 // refuses a Spec of another version (supervisor and init are the same
 // binary, so this only trips on a replaced binary mid-run).
-const SpecVersion = 1
+const SpecVersion = 2
 
 // Spec is everything the init needs to build one sandbox: plain data,
 // decided and validated on the host, sent to the init as JSON on fd 3.
@@ -29,6 +29,11 @@ type Spec struct {
 	GID int `json:"gid"`
 	// Mounts is the mount plan, replayed in order below the new root.
 	Mounts []rootfs.Mount `json:"mounts"`
+	// ProcMasks hide or freeze /proc paths (rootfs.ProcMasks). The init
+	// applies them after the mount plan and its own /proc/sys writes,
+	// before the payload starts. A Spec that mounts a procfs must have
+	// them: an unmasked /proc shows the host's memory map and kernel.
+	ProcMasks []rootfs.Mount `json:"proc_masks,omitempty"`
 	// Workdir is the payload's cwd and HOME (a tmpfs in Mounts).
 	Workdir string `json:"workdir"`
 	// Env is the payload's whole environment; nothing of the host's.
@@ -89,7 +94,38 @@ type File struct {
 
 // Validate lists every problem with the Spec, one error per check.
 func (s *Spec) Validate() error {
-	return errors.Join(checkVersion(s), checkSeccomp(s), checkIdentity(s), checkWorkdir(s), checkEnv(s.Env), checkRlimits(s.Rlimits), checkOutputs(s.Outputs))
+	return errors.Join(checkVersion(s), checkSeccomp(s), checkIdentity(s), checkWorkdir(s), checkProcMasks(s), checkEnv(s.Env), checkRlimits(s.Rlimits), checkOutputs(s.Outputs))
+}
+
+// isProcMask reports whether k is one of the kinds of ProcMasks.
+func isProcMask(k rootfs.Kind) bool {
+	return k == rootfs.KindMaskFile || k == rootfs.KindMaskDir || k == rootfs.KindRebindRO
+}
+
+// checkProcMasks keeps the masks and the plan apart (the plan runs below
+// the staging root, the masks after pivot_root) and fails closed on a
+// procfs without masks.
+func checkProcMasks(s *Spec) error {
+	var errs []error
+	proc := false
+	for _, m := range s.Mounts {
+		if isProcMask(m.Kind) {
+			errs = append(errs, fmt.Errorf("mount plan: %s belongs in proc_masks", m))
+		}
+		proc = proc || m.Kind == rootfs.KindProc
+	}
+	for _, m := range s.ProcMasks {
+		if !isProcMask(m.Kind) {
+			errs = append(errs, fmt.Errorf("proc mask %s: kind %q is not a mask", m, m.Kind))
+		}
+		if path.Clean(m.Dst) != m.Dst || !strings.HasPrefix(m.Dst, "/proc/") {
+			errs = append(errs, fmt.Errorf("proc mask %s: want a clean path below /proc/", m))
+		}
+	}
+	if proc && len(s.ProcMasks) == 0 {
+		errs = append(errs, errors.New("the mount plan has a procfs but no proc_masks"))
+	}
+	return errors.Join(errs...)
 }
 
 func checkOutputs(o OutputSpec) error {

@@ -35,6 +35,16 @@ func TestSpecValidate(t *testing.T) {
 		{"seccomp policy", func(s *Spec) { s.Seccomp = "mine" }, "seccomp policy \"mine\""},
 		{"output caps", func(s *Spec) { s.Outputs.MaxFiles = 0 }, "output caps"},
 		{"output walk timeout", func(s *Spec) { s.Outputs.WalkTimeout = 0 }, "output walk timeout"},
+		{"mask in the plan", func(s *Spec) {
+			s.Mounts = append(s.Mounts, rootfs.Mount{Kind: rootfs.KindMaskFile, Dst: "/proc/kcore"})
+		}, "belongs in proc_masks"},
+		{"mask kind", func(s *Spec) { s.ProcMasks = []rootfs.Mount{{Kind: rootfs.KindTmpfs, Dst: "/proc/x"}} }, "is not a mask"},
+		{"mask outside /proc", func(s *Spec) { s.ProcMasks = []rootfs.Mount{{Kind: rootfs.KindMaskFile, Dst: "/proc/../etc/passwd"}} }, "below /proc/"},
+		{"procfs unmasked", func(s *Spec) { s.Mounts = append(s.Mounts, rootfs.Mount{Kind: rootfs.KindProc, Dst: "/proc"}) }, "no proc_masks"},
+		{"procfs masked", func(s *Spec) {
+			s.Mounts = append(s.Mounts, rootfs.Mount{Kind: rootfs.KindProc, Dst: "/proc"})
+			s.ProcMasks = rootfs.ProcMasks()
+		}, ""},
 		{"rlimit order", func(s *Spec) { s.Rlimits = []Rlimit{{Resource: "RLIMIT_NOFILE", Soft: 2, Hard: 1}} }, "above hard"},
 	}
 	for _, tc := range cases {

@@ -3,6 +3,7 @@ package nsjail
 import (
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -46,14 +47,17 @@ func (t *timeline) add(ms []Mark) {
 	t.mu.Unlock()
 }
 
-// print writes one line per mark: time since the first, and the step's own
-// duration (since the mark before it).
+// print writes one line per mark, in time order: time since the first,
+// and the step's own duration (since the mark before it). The init's
+// marks arrive in batches and some overlap the supervisor's (the /proc
+// masks run while the cgroup is attached), so they are sorted first.
 func (t *timeline) print(w io.Writer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.marks) == 0 {
 		return
 	}
+	sort.SliceStable(t.marks, func(i, j int) bool { return t.marks[i].NS < t.marks[j].NS })
 	t0 := t.marks[0].NS
 	prev := t0
 	fmt.Fprintf(w, "[sbx:timings] %8s %8s  %s\n", "at ms", "step ms", "step")

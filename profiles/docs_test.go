@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sbx-sandbox/sbx/rootfs"
 )
 
 // The reference parts of docs/profiles.md are generated from the schema in
@@ -28,9 +30,10 @@ func TestDocsInSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := map[string]func() (string, error){
-		"keys":     keysDoc,
-		"builtins": builtinsDoc,
-		"flags":    func() (string, error) { return flagsDoc(), nil },
+		"keys":      keysDoc,
+		"builtins":  builtinsDoc,
+		"flags":     func() (string, error) { return flagsDoc(), nil },
+		"procmasks": func() (string, error) { return procMasksDoc(), nil },
 	}
 	doc := string(old)
 	for name, gen := range blocks {
@@ -300,4 +303,20 @@ func TestSchemaDocsComplete(t *testing.T) {
 	if strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("struct keys:\n  %v\nfield table (+ env):\n  %v", keys, want)
 	}
+}
+
+// procMasksDoc is the table of /proc masks, from rootfs's table.
+func procMasksDoc() string {
+	how := map[rootfs.Kind]string{
+		rootfs.KindMaskFile: "reads as empty (/dev/null over it)",
+		rootfs.KindMaskDir:  "empty (a read-only tmpfs over it)",
+		rootfs.KindRebindRO: "read-only",
+	}
+	var b bytes.Buffer
+	b.WriteString("\n| path | inside | why |\n|---|---|---|\n")
+	for _, m := range rootfs.ProcMaskTable() {
+		fmt.Fprintf(&b, "| `/proc/%s` | %s | %s |\n", m.Path, how[m.Kind], cell(m.Why))
+	}
+	b.WriteString("\n")
+	return b.String()
 }

@@ -50,17 +50,18 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 	}
 	env := mergeEnv(BaseEnv(fs.Workspace), p.Env, extraEnv)
 	return nsjail.Spec{
-		Version:  nsjail.SpecVersion,
-		ID:       id,
-		Profile:  p.Name,
-		Hostname: p.Sandbox.Hostname,
-		UID:      uid,
-		GID:      uid,
-		Mounts:   plan,
-		Workdir:  fs.Workspace,
-		Env:      env,
-		Seccomp:  p.Seccomp.Policy,
-		Landlock: p.Landlock.Mode == "on",
+		Version:   nsjail.SpecVersion,
+		ID:        id,
+		Profile:   p.Name,
+		Hostname:  p.Sandbox.Hostname,
+		UID:       uid,
+		GID:       uid,
+		Mounts:    plan,
+		ProcMasks: rootfs.ProcMasks(),
+		Workdir:   fs.Workspace,
+		Env:       env,
+		Seccomp:   p.Seccomp.Policy,
+		Landlock:  p.Landlock.Mode == "on",
 		Rlimits: []nsjail.Rlimit{
 			// No core dumps. 1, not 0: a core file needs at least a page,
 			// so 1 writes none into the workspace, and when core_pattern

@@ -17,8 +17,12 @@ import (
 // (/usr/lib/python3.X/sitecustomize.py links there) and matplotlib's
 // default rc file (/usr/share/matplotlib/mpl-data/matplotlibrc links
 // there; without it `import matplotlib` fails), plus fontconfig's
-// configuration (matplotlib and Pillow find fonts through it). Nothing
-// else of the host's /etc enters the sandbox.
+// configuration (matplotlib and Pillow find fonts through it), and the
+// services and protocols tables of netbase, which nsswitch.conf points
+// at (getaddrinfo with a service name such as "http", getservbyname,
+// getprotobyname; CPython's asyncio tests use them): static tables that
+// say nothing about the host. Nothing else of the host's /etc enters the
+// sandbox.
 var DefaultEtcFromRootfs = []string{
 	"ld.so.cache",
 	"alternatives",
@@ -30,6 +34,8 @@ var DefaultEtcFromRootfs = []string{
 	"python3.12",
 	"python3.13",
 	"matplotlibrc",
+	"services",
+	"protocols",
 }
 
 // etcPlan builds /etc: passwd, group, hosts, hostname, resolv.conf and
@@ -95,14 +101,36 @@ func etcFiles(id Identity) []Mount {
 	}
 }
 
+// devptsOptions are the sandbox's devpts mount options (devpts.rst):
+//   - newinstance: a private instance, whose ptys the host and other
+//     sandboxes never see (implied since Linux 4.7, kept for older ones);
+//   - ptmxmode=0666: its ptmx node is 0000 otherwise, and /dev/ptmx points
+//     there;
+//   - mode=0620: a new pty is its owner's, as on a host;
+//   - max=64: kernel.pty.max is one host-wide pool (4096 by default, less
+//     kernel.pty.reserve for the host's own instance): without a cap a
+//     payload could take every pty of the host. 64 is far more than any
+//     program opens at once.
+//
+// No gid=5 (tty): the sandbox's user namespace maps only its own gid, and
+// an unmapped gid makes the mount fail with EINVAL; a pty gets the
+// opener's gid, and glibc 2.33+ grantpt no longer needs the tty group.
+const devptsOptions = "newinstance,ptmxmode=0666,mode=0620,max=64"
+
 // devNodes are bound from the host's /dev: a userns cannot mknod, and these
 // character devices carry no host state.
 var devNodes = []string{"null", "zero", "full", "random", "urandom"}
 
-// devPlan is the minimal /dev: the five harmless nodes, the fd links, and a
-// size-capped /dev/shm; no tty, no pts, no host device. The /dev tmpfs is
-// made read-only once populated so that nothing can be added to it; the
-// node binds on it keep their host mount flags (nodev would break them).
+// devPlan is the minimal /dev: the five harmless nodes, the fd links, a
+// size-capped /dev/shm and the sandbox's own devpts; no host tty and no
+// other host device. The /dev tmpfs is made read-only once populated so
+// that nothing can be added to it; the node binds on it keep their host
+// mount flags (nodev would break them).
+//
+// /dev/ptmx is a symlink into the private devpts (devpts.rst,
+// "ptmx symlink"), so that os.openpty() and pty.spawn allocate from the
+// sandbox's instance, never the host's: the /dev tmpfs is nodev, and the
+// devpts mount is the one place where a device node may be opened.
 func devPlan(shmSize int64) []Mount {
 	plan := []Mount{{Kind: KindTmpfs, Dst: "/dev", Mode: 0o755, Size: 64 << 10, Inodes: 64, NoExec: true}}
 	for _, n := range devNodes {
@@ -113,9 +141,12 @@ func devPlan(shmSize int64) []Mount {
 		Mount{Kind: KindSymlink, Src: "/proc/self/fd/0", Dst: "/dev/stdin"},
 		Mount{Kind: KindSymlink, Src: "/proc/self/fd/1", Dst: "/dev/stdout"},
 		Mount{Kind: KindSymlink, Src: "/proc/self/fd/2", Dst: "/dev/stderr"},
+		Mount{Kind: KindSymlink, Src: "pts/ptmx", Dst: "/dev/ptmx"},
 		Mount{Kind: KindDir, Dst: "/dev/shm", Mode: 0o755},
+		Mount{Kind: KindDir, Dst: "/dev/pts", Mode: 0o755},
 		Mount{Kind: KindRemountRO, Dst: "/dev"},
 		Mount{Kind: KindTmpfs, Dst: "/dev/shm", Mode: 0o1777, Size: shmSize, Inodes: 4096, NoExec: true},
+		Mount{Kind: KindDevpts, Dst: "/dev/pts", Data: devptsOptions},
 	)
 	return plan
 }

@@ -39,13 +39,29 @@ const (
 	// KindSeal makes Dst and every mount below it read-only, nosuid and
 	// nodev in one step: the root and all the binds made so far.
 	KindSeal Kind = "seal"
+	// KindDevpts mounts a private devpts instance on Dst: the sandbox's
+	// own pseudo-terminals, numbered from 0, invisible to the host's.
+	KindDevpts Kind = "devpts"
+	// KindMaskFile hides the file Dst under a bind of /dev/null: it reads
+	// as empty and writes go nowhere (runc's maskPath).
+	KindMaskFile Kind = "mask-file"
+	// KindMaskDir hides the directory Dst under an empty read-only tmpfs
+	// (runc's maskPath for directories).
+	KindMaskDir Kind = "mask-dir"
+	// KindRebindRO binds Dst on itself read-only (runc's readonlyPath).
+	//
+	// The three mask kinds skip a Dst that does not exist (not every
+	// kernel has every /proc file); any other failure is fatal.
+	KindRebindRO Kind = "rebind-ro"
 )
 
 // Mount is one step of the plan. Dst is absolute, inside the new root.
 type Mount struct {
-	Kind   Kind   `json:"kind"`
-	Src    string `json:"src,omitempty"`
-	Dst    string `json:"dst"`
+	Kind Kind   `json:"kind"`
+	Src  string `json:"src,omitempty"`
+	Dst  string `json:"dst"`
+	// Data is the file's content (KindFile) or the mount options
+	// (KindDevpts).
 	Data   string `json:"data,omitempty"`
 	Mode   uint32 `json:"mode,omitempty"`
 	Size   int64  `json:"size,omitempty"`

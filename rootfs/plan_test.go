@@ -94,3 +94,51 @@ func TestEtcFiles(t *testing.T) {
 		t.Fatalf("etc files: %v", byName)
 	}
 }
+
+func TestDevPlanHasPrivateDevpts(t *testing.T) {
+	plan := devPlan(1)
+	at := map[string]int{}
+	for i, m := range plan {
+		at[m.String()] = i
+	}
+	ro, ok := at["remount-ro /dev"]
+	pts, okPts := at["devpts /dev/pts"]
+	link, okLink := at["symlink pts/ptmx -> /dev/ptmx"]
+	dir, okDir := at["dir /dev/pts"]
+	if !ok || !okPts || !okLink || !okDir {
+		t.Fatalf("dev plan lacks a step: %v", plan)
+	}
+	// The link and the mount point go in while /dev is writable; the
+	// devpts mount after, so that it stays writable itself.
+	if !(link < ro && dir < ro && ro < pts) {
+		t.Errorf("dev plan order: symlink %d, dir %d, remount-ro %d, devpts %d", link, dir, ro, pts)
+	}
+	if o := plan[pts].Data; !strings.Contains(o, "newinstance") || !strings.Contains(o, "ptmxmode=0666") || !strings.Contains(o, "max=") || strings.Contains(o, "gid=") {
+		t.Errorf("devpts options %q", o)
+	}
+}
+
+func TestProcMasks(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range ProcMasks() {
+		if !strings.HasPrefix(m.Dst, "/proc/") || filepath.Clean(m.Dst) != m.Dst || seen[m.Dst] {
+			t.Errorf("mask %s: want a clean path below /proc/, once", m)
+		}
+		seen[m.Dst] = true
+		if m.Kind != KindMaskFile && m.Kind != KindMaskDir && m.Kind != KindRebindRO {
+			t.Errorf("mask %s: kind %q", m, m.Kind)
+		}
+	}
+	for _, p := range ProcMaskTable() {
+		if p.Why == "" {
+			t.Errorf("mask %s has no reason", p.Path)
+		}
+	}
+	// The runtimes' defaults (moby MaskedPaths, ReadonlyPaths) and the
+	// files issue 11 found readable.
+	for _, want := range []string{"kcore", "keys", "timer_list", "sched_debug", "iomem", "config.gz", "sysrq-trigger", "acpi", "scsi", "bus", "fs", "irq", "sys", "latency_stats", "timer_stats", "asound"} {
+		if !seen["/proc/"+want] {
+			t.Errorf("no mask for /proc/%s", want)
+		}
+	}
+}

@@ -242,6 +242,15 @@ func allowlist() *Policy {
 				Why: "the requests CPython uses: isatty and termios, the terminal size, FIONREAD, non-blocking and close-on-exec flags, interface name/index; no TIOCSTI or TIOCLINUX",
 			},
 			{
+				Names:  []string{"ioctl"},
+				Action: ActAllow,
+				Args: []ArgCond{{Arg: 1, Op: OpIn, Values: []uint64{
+					unix.TIOCGPTN, unix.TIOCSPTLCK, unix.TIOCGPTPEER, unix.TIOCSCTTY, unix.TIOCNOTTY,
+					unix.TIOCSWINSZ, unix.TIOCSPGRP, unix.TIOCGSID, unix.TCSBRK, unix.TCFLSH, unix.TCXONC,
+				}}},
+				Why: "pseudo-terminals of the sandbox's own devpts (os.openpty, pty.spawn, tty, termios): open and unlock one (TIOCGPTN, TIOCSPTLCK, TIOCGPTPEER), make it the controlling terminal of a new session (TIOCSCTTY; stealing another session's needs CAP_SYS_ADMIN) or drop it, its size, foreground group and session, tcdrain/tcsendbreak, tcflush, tcflow; still no TIOCSTI or TIOCLINUX",
+			},
+			{
 				Names:  []string{"prctl"},
 				Action: ActAllow,
 				Args: []ArgCond{{Arg: 0, Op: OpIn, Values: []uint64{

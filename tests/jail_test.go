@@ -173,7 +173,7 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("unexpected entry /%s in the sandbox root %v", e, got.RootEntries)
 			}
 		}
-		if want := []string{"fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"}; !reflect.DeepEqual(got.DevEntries, want) {
+		if want := []string{"fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"}; !reflect.DeepEqual(got.DevEntries, want) {
 			t.Errorf("/dev holds %v, want %v", got.DevEntries, want)
 		}
 		for _, e := range got.EtcEntries {
