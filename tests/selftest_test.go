@@ -16,13 +16,9 @@ import (
 // the ctl, initguard, procfs, proxy and report branches merged, all but
 // "forged SIGXCPU" were blocked as root.)
 var selfTestAwaitingFixes = map[string]string{
-	"/proc":                  "finding 10, branch procfs: mask /proc/iomem and friends",
-	"prlimit init":           "finding 4, branch initguard: the payload must not reach the init",
-	"forged SIGXCPU":         "finding 8: a status names a limit only on evidence",
-	"denial flood":           "finding 2, branch ctl: bound the denial map",
-	"proxy method flood":     "finding 1, branch proxy: bound what the proxy records",
-	"hardlink amplification": "finding 6, branch report: caps count logical bytes",
-	"inotify quota":          "finding 3, branch initguard: lower the per-userns inotify quota",
+	"forged SIGXCPU":     "finding 8: a status names a limit only on evidence",
+	"denial flood":       "finding 2, branch ctl: bound the denial map",
+	"proxy method flood": "finding 1, branch proxy: bound what the proxy records",
 }
 
 // `sbx doctor --self-test --json` runs every attempt on this host, as root
