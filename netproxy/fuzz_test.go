@@ -92,7 +92,8 @@ func fuzzExchange(t *testing.T, p *Proxy, addr string, raw []byte) ([]byte, Atte
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		p.mu.Lock()
-		as, active := p.attempts, p.active
+		// A copy: the next connection's slot reuses the array.
+		as, active := slices.Clone(p.attempts), p.active
 		if active == 0 && len(as) > 0 {
 			p.attempts, p.logBytes, p.logFull = p.attempts[:0], 0, false
 		}
