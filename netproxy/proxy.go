@@ -24,10 +24,10 @@ const (
 	DefaultHeaderTimeout = 10 * time.Second
 
 	// MaxHeaderBytes caps a request's request line and header fields
-	// (and a SOCKS5 greeting); more gets 431. 32 KiB is four times what
-	// common servers take in one request line (8 KiB: nginx, Apache) and
-	// what a refused request must not make the supervisor read and hold
-	// more of, per connection, times MaxConns.
+	// (and a SOCKS5 greeting); more gets 431. 32 KiB is four times the
+	// request-line limit of common servers (8 KiB: nginx, Apache), and it
+	// bounds what one request makes the supervisor read and hold before
+	// any decision, times MaxConns (it was 64 KiB; issue 11, finding 1).
 	MaxHeaderBytes = 32 << 10
 	// maxResponseHeaderBytes caps a destination's response header.
 	maxResponseHeaderBytes = 256 << 10
@@ -41,8 +41,8 @@ const (
 	// would pass it are counted in AttemptsDropped.
 	MaxAttemptBytes = 256 << 10
 
-	// Refusals (any attempt that does not end as a clean, allowed
-	// exchange) draw on a token bucket: DefaultRefusalBurst at once, then
+	// Refusals (every attempt that does not reach a destination: refused,
+	// malformed, cut short, or failing to dial) draw on a token bucket: DefaultRefusalBurst at once, then
 	// DefaultRefusalRate a second. Past it, new connections are closed at
 	// accept time without reading a byte, so that a payload flooding the
 	// proxy with requests it will refuse spends the host's CPU, which no
@@ -132,7 +132,7 @@ func (a Attempt) bounded() Attempt {
 	return a
 }
 
-// recordSize is what a records adds to the log: its JSON encoding, which is
+// recordSize is what a record adds to the log: its JSON encoding, which is
 // what the Result and the audit line will hold.
 func recordSize(a Attempt) int {
 	b, err := json.Marshal(a)
@@ -556,14 +556,14 @@ func (p *Proxy) record() int {
 
 // fileRecord puts a, bounded, into its slot, or drops it when it would
 // take the log past its byte cap; from then on the log takes no more, so
-// that what it lists stays a prefix in accept order. p.mu held.
+// that a smaller record cannot slip in after a dropped one. p.mu held.
 func (p *Proxy) fileRecord(slot int, a Attempt) {
 	if slot < 0 {
 		return
 	}
 	a = a.bounded()
 	n := recordSize(a)
-	if p.logBytes+n > p.maxLogBytes {
+	if p.logFull || p.logBytes+n > p.maxLogBytes {
 		p.logFull = true
 		p.dropped++
 		p.attempts[slot] = attemptSlot{a: Attempt{}, done: false}
