@@ -20,8 +20,10 @@ import (
 // measured is one sbx run with what it cost the host.
 type measured struct {
 	res *nsjail.Result
-	// stdout is the size of the printed Result.
-	stdout int
+	// stdout is the size of the printed Result; escapes says whether it
+	// holds an HTML escape (\u0026 for &).
+	stdout  int
+	escapes bool
 	// maxRSS is wait4's ru_maxrss: the peak RSS of sbx or of any process
 	// it waited for (the init, and through it the payload), so an upper
 	// bound on the supervisor's own peak.
@@ -70,6 +72,7 @@ func measuredRun(t *testing.T, r runner, args ...string) measured {
 	}
 	m.maxRSS = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
 	m.stdout = so.Len()
+	m.escapes = bytes.Contains(so.Bytes(), []byte(`\u0026`))
 	var res nsjail.Result
 	dec := json.NewDecoder(&so)
 	dec.DisallowUnknownFields()
@@ -138,7 +141,7 @@ func TestNetworkFloodMemory(t *testing.T) {
 	const threads, each = 4, 60
 	pin := fmt.Sprintf("a.test:80:127.0.0.1:%d", closedHostPort(t))
 	forEach(t, func(t *testing.T, r runner) {
-		for _, kind := range []string{"method", "amp"} {
+		for _, kind := range []string{"amp", "method"} {
 			m := measuredRun(t, r, "--net", "allow", "--allow-host", "a.test", "--resolve", pin, "--timeout", "60s",
 				data("net_flood.py"), kind, fmt.Sprint(threads), fmt.Sprint(each))
 			res, s := m.res, m.res.NetworkSummary
@@ -157,6 +160,9 @@ func TestNetworkFloodMemory(t *testing.T) {
 				s.Recorded != len(res.Network) || s.Attempts != s.Recorded+s.Dropped+s.RateLimited {
 				t.Errorf("%s: truncated %v, summary %+v, %d records; want every one of %d connections counted and the cut reported",
 					kind, res.NetworkTruncated, s, len(res.Network), m.flood.Connected)
+			}
+			if m.escapes {
+				t.Errorf("%s: the Result escapes & as \\u0026", kind)
 			}
 			checkRecords(t, res.Network)
 			for _, a := range res.Network {
