@@ -230,8 +230,15 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	res.Warnings = append(warnings, res.Warnings...)
 	if proxy != nil {
 		res.Network = proxy.Attempts()
-		if n := proxy.AttemptsDropped(); n > 0 {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d more attempts were not recorded", n))
+		sum := proxy.Summary()
+		res.NetworkSummary, res.NetworkTruncated = &sum, sum.Truncated()
+		if sum.Dropped > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d more attempts were not recorded (the log keeps %d records, %d KiB)",
+				sum.Dropped, netproxy.MaxAttempts, netproxy.MaxAttemptBytes>>10))
+		}
+		if sum.RateLimited > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d connections were closed unread: refused requests went past the proxy's rate limit (%d at once, then %g a second)",
+				sum.RateLimited, netproxy.DefaultRefusalBurst, netproxy.DefaultRefusalRate))
 		}
 	}
 	if log != nil {
@@ -395,8 +402,12 @@ func newRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// printJSON prints v indented. HTML escaping is off: it turned each & < >
+// of a payload's strings into six bytes (\u0026) for no reader's benefit
+// (issue 11, finding 1).
 func printJSON(v any) {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 }

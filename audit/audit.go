@@ -6,6 +6,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -42,6 +43,11 @@ type Entry struct {
 	Stdout     *string             `json:"stdout,omitempty"`
 	Stderr     *string             `json:"stderr,omitempty"`
 	Output     OutputCounts        `json:"output"`
+
+	// NetworkTruncated and NetworkSummary are the Result's: whether
+	// network lists every attempt, and the counts of all of them.
+	NetworkTruncated bool              `json:"network_truncated"`
+	NetworkSummary   *netproxy.Summary `json:"network_summary"`
 }
 
 // OutputCounts says how much the payload printed, even when the output
@@ -85,11 +91,10 @@ func unwrap(err error) error {
 // Write appends e as one line with a single write(2) under an exclusive
 // flock (concurrent sbx runs may share a log), then fsyncs it.
 func (l *Log) Write(e *Entry) error {
-	line, err := json.Marshal(e)
+	line, err := encode(e)
 	if err != nil {
 		return fmt.Errorf("audit log %s: encode: %w", l.path, err)
 	}
-	line = append(line, '\n')
 	if err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("audit log %s: flock: %w", l.path, err)
 	}
@@ -103,6 +108,20 @@ func (l *Log) Write(e *Entry) error {
 	return nil
 }
 
+// encode is e as one JSON line. HTML escaping is off: json.Marshal turns
+// each & < > of a payload's strings into six bytes (\u0026), which no
+// reader of the log needs (issue 11, finding 1). Encoder.Encode ends the
+// line with '\n'; JSON strings never hold a raw newline.
+func encode(e *Entry) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
 // Close closes the log.
 func (l *Log) Close() error { return l.f.Close() }
 
@@ -114,6 +133,7 @@ func FromResult(res *nsjail.Result, withOutput bool) *Entry {
 		Profile: res.Profile, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
 		ExitCode: res.ExitCode, Signal: res.Signal, Message: res.Message, Files: res.Files,
 		Network: res.Network, Denials: res.SeccompDenials,
+		NetworkTruncated: res.NetworkTruncated, NetworkSummary: res.NetworkSummary,
 	}
 	if e.Inputs == nil {
 		e.Inputs = []nsjail.InputEntry{}

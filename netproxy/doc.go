@@ -112,14 +112,19 @@
 //	403  refused by the allowlist or the address rules
 //	408  request header not complete within HeaderTimeout
 //	417  an Expect other than 100-continue
-//	429  MaxConns connections already open, or a byte cap already used up
+//	429  MaxConns connections already open, a byte cap already used up,
+//	     or refusals over their rate limit (see Limits)
 //	431  request header over MaxHeaderBytes
+//	501  a method other than GET, HEAD, POST, PUT, DELETE, CONNECT,
+//	     OPTIONS, TRACE and PATCH (RFC 9110 §15.6.2), answered after at
+//	     most 8 bytes of the request line
 //	502  resolving or dialling an allowed destination failed, or its
 //	     response was bad or idle
 //
-// Every error body is one line: "sbx proxy: <reason>". Over MaxConns the
-// 429 is written at accept time without reading the request, so a client
-// may see the connection closed (or reset) instead. A connection that
+// Every error body is one line: "sbx proxy: <reason>". Over MaxConns and
+// over the refusal rate limit the 429 is written at accept time without
+// reading the request, so a client may see the connection closed (or
+// reset) instead. A connection that
 // crosses a byte cap or the idle timeout mid-transfer is cut (closed)
 // without a further answer. For SOCKS5 the same decisions are reply codes:
 // 2 refused (allowlist, addresses, caps), 4 host unreachable, 5 connection
@@ -136,14 +141,31 @@
 // either direction for that long; resolving and dialling do not count.
 // HeaderTimeout (default 10s) bounds the time from accept to the end of
 // the request header or SOCKS5 handshake, however slowly bytes trickle.
-// Headers are capped at MaxHeaderBytes, destination response headers at
-// 256 KiB. Resolving is bounded by 10s and each dial by 10s.
+// Headers are capped at MaxHeaderBytes (32 KiB), destination response
+// headers at 256 KiB. Resolving is bounded by 10s and each dial by 10s.
+//
+// Refusals are rate-limited per proxy, that is per run, because the
+// supervisor's CPU is outside every quota of the run (issue 11, finding
+// 9): every connection takes a token from a bucket of RefusalBurst
+// (default 64), refilled at RefusalRate a second (default 10), and gives
+// it back once a destination is dialled, so only attempts that end
+// refused or failed before reaching a destination use the budget.
+// Allowed connections cost none, however many or long, but past the
+// budget a connection cannot be told from the flood without reading it:
+// while the bucket is empty the accept loop closes what waits in the
+// backlog, unread, every 50 ms, and serves the next connection once a
+// token is back. Summary.RateLimited counts those closed unread.
 //
 // # Records
 //
 // Attempts returns one Attempt per accepted connection, in accept order,
 // once that connection has ended (all of them after Close), up to
-// MaxAttempts; AttemptsDropped counts the rest. Reason says why the proxy
+// MaxAttempts records or MaxAttemptBytes (256 KiB) of their JSON,
+// whichever comes first; AttemptsDropped counts the rest, and Summary
+// counts every attempt, listed or not. Each field of a record is cut to a
+// bound (method 16 bytes, host 255, reason and error 512, addr 64; a cut
+// ends in "..."), so that nothing a payload sends can grow the records,
+// the Result or the audit line past a fixed size (issue 11, finding 1). Reason says why the proxy
 // refused (it is also the body of the error response); Error says what
 // ended an allowed attempt abnormally: a failed resolve or dial, a byte
 // cap, the idle timeout, "proxy closed", a broken request or response. A

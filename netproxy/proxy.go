@@ -2,8 +2,10 @@ package netproxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults for the zero values of Config. Timeouts and the connection cap
@@ -21,13 +24,37 @@ const (
 	DefaultHeaderTimeout = 10 * time.Second
 
 	// MaxHeaderBytes caps a request's request line and header fields
-	// (and a SOCKS5 greeting); more gets 431.
-	MaxHeaderBytes = 64 << 10
+	// (and a SOCKS5 greeting); more gets 431. 32 KiB is four times the
+	// request-line limit of common servers (8 KiB: nginx, Apache), and it
+	// bounds what one request makes the supervisor read and hold before
+	// any decision, times MaxConns (it was 64 KiB; issue 11, finding 1).
+	MaxHeaderBytes = 32 << 10
 	// maxResponseHeaderBytes caps a destination's response header.
 	maxResponseHeaderBytes = 256 << 10
 	// MaxAttempts caps the attempt log; later attempts are counted in
 	// AttemptsDropped but not kept, so a payload cannot exhaust memory.
 	MaxAttempts = 10000
+	// MaxAttemptBytes caps the attempt log's size, counted as the JSON
+	// encoding of each record (which is how it ends up in the Result and
+	// the audit line): a count cap alone let 10,000 records of 64 KiB each
+	// grow the supervisor by gigabytes (issue 11, finding 1). Records that
+	// would pass it are counted in AttemptsDropped.
+	MaxAttemptBytes = 256 << 10
+
+	// Refusals (every attempt that does not reach a destination: refused,
+	// malformed, cut short, or failing to dial) draw on a token bucket: DefaultRefusalBurst at once, then
+	// DefaultRefusalRate a second. Past it, new connections are closed at
+	// accept time without reading a byte, so that a payload flooding the
+	// proxy with requests it will refuse spends the host's CPU, which no
+	// quota of the run covers, at a fixed rate (issue 11, finding 9).
+	DefaultRefusalBurst = 64
+	DefaultRefusalRate  = 10.0
+	// shedInterval is how often, while refusals are over their budget, the
+	// accept loop closes what waits in the listen backlog (shed). A wakeup
+	// per connection cost the supervisor about 200 µs each on a VM, most
+	// of it context switches, which is how 4 payload threads still took
+	// 15% of a core with the rate limit alone.
+	shedInterval = 50 * time.Millisecond
 
 	resolveTimeout = 10 * time.Second
 	dialTimeout    = 10 * time.Second // per address tried
@@ -55,6 +82,11 @@ type Config struct {
 	// HeaderTimeout bounds the time from accept to the end of the request
 	// header (0: DefaultHeaderTimeout).
 	HeaderTimeout time.Duration
+	// RefusalBurst and RefusalRate (per second) size the token bucket that
+	// refusals draw on (0: DefaultRefusalBurst, DefaultRefusalRate). They
+	// cannot be switched off.
+	RefusalBurst int
+	RefusalRate  float64
 	// Resolver resolves allowed names that have no pin. It gets the
 	// normalised name (lower case, no trailing dot) and must honour ctx.
 	// Default: the host's resolver, asked for the rooted name ("name.") so
@@ -80,6 +112,75 @@ type Attempt struct {
 	Error      string `json:"error,omitempty"`  // what ended it abnormally, one line
 }
 
+// What one record may hold, so that the log's size follows from its count
+// and no field can carry a payload's megabytes into the Result (issue 11,
+// finding 1). Longer values are cut and end in "...".
+const (
+	maxRecordMethod = 16  // the longest known method is 7 bytes
+	maxRecordHost   = 255 // a name is at most 253 bytes, an IPv6 literal 45
+	maxRecordText   = 512 // Reason and Error (oneLine cuts them at 300 already)
+	maxRecordAddr   = 64  // "[IPv6]:port"
+)
+
+// bounded returns a with every string field cut to its bound.
+func (a Attempt) bounded() Attempt {
+	a.Method = clip(a.Method, maxRecordMethod)
+	a.Host = clip(a.Host, maxRecordHost)
+	a.Reason = clip(a.Reason, maxRecordText)
+	a.Error = clip(a.Error, maxRecordText)
+	a.Addr = clip(a.Addr, maxRecordAddr)
+	return a
+}
+
+// recordSize is what a record adds to the log: its JSON encoding, which is
+// what the Result and the audit line will hold.
+func recordSize(a Attempt) int {
+	b, err := json.Marshal(a)
+	if err != nil { // cannot happen for this struct; count it as large
+		return maxRecordMethod + maxRecordHost + 2*maxRecordText + maxRecordAddr + 256
+	}
+	return len(b)
+}
+
+// clipMarker ends a value that clip cut.
+const clipMarker = "..."
+
+// clip cuts s to at most n bytes, on a UTF-8 boundary, ending it in
+// clipMarker when it was cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len(clipMarker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + clipMarker
+}
+
+// Summary counts every attempt of a run, listed in Attempts or not.
+type Summary struct {
+	// Attempts is every connection accepted: Recorded + Dropped +
+	// RateLimited once the proxy is closed.
+	Attempts int `json:"attempts"`
+	// Recorded is how many Attempts lists.
+	Recorded int `json:"recorded"`
+	// Dropped were served but not listed: the log already held
+	// MaxAttempts records or MaxAttemptBytes of them.
+	Dropped int `json:"dropped"`
+	// Refused counts the attempts that were read and then refused or
+	// failed before a destination answered (listed or not): what the
+	// refusal rate limit counts.
+	Refused int `json:"refused"`
+	// RateLimited were closed at accept time without being read: refusals
+	// had used up their budget (RefusalBurst at once, then RefusalRate a
+	// second).
+	RateLimited int `json:"rate_limited"`
+}
+
+// Truncated says that Attempts does not list every attempt.
+func (s Summary) Truncated() bool { return s.Dropped > 0 || s.RateLimited > 0 }
+
 // ErrClosed is returned by Serve on a Proxy that was closed.
 var ErrClosed = errors.New("netproxy: proxy closed")
 
@@ -102,12 +203,62 @@ type Proxy struct {
 	active       int                   // sessions running
 	attempts     []attemptSlot
 	maxAttempts  int // MaxAttempts; lowered by tests
+	maxLogBytes  int // MaxAttemptBytes; lowered by tests
+	logBytes     int // recordSize of the records kept
+	logFull      bool
 	dropped      int
+	accepted     int
+	refused      int
+	rateLimited  int
+	refusals     bucket
 }
 
 type attemptSlot struct {
 	a    Attempt
 	done bool
+}
+
+// bucket is a token bucket (p.mu held): up to burst tokens, refilled at
+// rate a second.
+type bucket struct {
+	burst, rate float64
+	tokens      float64
+	last        time.Time
+}
+
+func newBucket(burst int, rate float64) bucket {
+	return bucket{burst: float64(burst), rate: rate, tokens: float64(burst), last: time.Now()}
+}
+
+func (b *bucket) refill() {
+	now := time.Now()
+	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+}
+
+// take takes a token, or reports false when there is none.
+func (b *bucket) take() bool {
+	b.refill()
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// untilToken is how long until take would succeed.
+func (b *bucket) untilToken() time.Duration {
+	b.refill()
+	if b.tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+}
+
+// give returns a token that turned out not to be needed.
+func (b *bucket) give() {
+	b.refill()
+	b.tokens = min(b.burst, b.tokens+1)
 }
 
 type pinKey struct {
@@ -132,6 +283,8 @@ func New(c Config) (*Proxy, error) {
 		return nil, fmt.Errorf("netproxy: byte caps up %d, down %d: negative", c.MaxBytesUp, c.MaxBytesDown)
 	case c.IdleTimeout < 0 || c.HeaderTimeout < 0:
 		return nil, fmt.Errorf("netproxy: timeouts idle %v, header %v: negative", c.IdleTimeout, c.HeaderTimeout)
+	case c.RefusalBurst < 0 || c.RefusalRate < 0 || math.IsNaN(c.RefusalRate) || math.IsInf(c.RefusalRate, 0):
+		return nil, fmt.Errorf("netproxy: refusal burst %d, rate %v: negative or not finite", c.RefusalBurst, c.RefusalRate)
 	}
 	p := &Proxy{
 		allow:       allow,
@@ -146,10 +299,18 @@ func New(c Config) (*Proxy, error) {
 		listeners:   map[net.Listener]struct{}{},
 		conns:       map[net.Conn]struct{}{},
 		maxAttempts: MaxAttempts,
+		maxLogBytes: MaxAttemptBytes,
 	}
 	if p.maxConns == 0 {
 		p.maxConns = DefaultMaxConns
 	}
+	if c.RefusalBurst == 0 {
+		c.RefusalBurst = DefaultRefusalBurst
+	}
+	if c.RefusalRate == 0 {
+		c.RefusalRate = DefaultRefusalRate
+	}
+	p.refusals = newBucket(c.RefusalBurst, c.RefusalRate)
 	if p.idle == 0 {
 		p.idle = DefaultIdleTimeout
 	}
@@ -276,7 +437,9 @@ func (p *Proxy) Serve(l net.Listener) error {
 			}
 		}
 		backoff = 0
-		p.admit(c)
+		if !p.admit(c) && !p.shed(l) {
+			return nil
+		}
 	}
 }
 
@@ -293,46 +456,128 @@ func temporary(err error) bool {
 	return false
 }
 
-// admit starts a session for c, or refuses it over the connection cap. The
-// refusal is written from the accept loop without a goroutine, so a flood of
+// admit starts a session for c, or refuses it over the connection cap or
+// the refusal rate limit, and reports false for the latter. Refusals are
+// written from the accept loop without a goroutine, so a flood of
 // connections costs no more than the accept itself.
-func (p *Proxy) admit(c net.Conn) {
+//
+// Every session takes a refusal token up front and gives it back once a
+// destination is dialled (session.open): the bucket then bounds the
+// sessions that end refused or failed, including those in flight, while
+// allowed connections, however many or long, cost none.
+func (p *Proxy) admit(c net.Conn) bool {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		c.Close()
-		return
+		return true
+	}
+	p.accepted++
+	if !p.refusals.take() {
+		// Not a byte read, nothing recorded but the count: this is the
+		// path a flood takes, so it must stay this cheap.
+		p.rateLimited++
+		p.mu.Unlock()
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		c.Write(rateLimitedResponse)
+		c.Close()
+		return false
 	}
 	if p.active >= p.maxConns {
 		reason := fmt.Sprintf("connection cap reached: %d connections already open", p.maxConns)
-		p.record(Attempt{Reason: reason}, true)
+		p.refused++
+		p.fileRecord(p.record(), Attempt{Reason: reason})
 		p.mu.Unlock()
 		// A fresh socket's send buffer is empty, so this write cannot block;
 		// the deadline is belt and braces.
 		c.SetWriteDeadline(time.Now().Add(time.Second))
 		c.Write(errorResponse(429, reason))
 		c.Close()
-		return
+		return true
 	}
 	p.active++
 	p.conns[c] = struct{}{}
 	s := newSession(p, c)
-	s.slot = p.record(Attempt{}, false)
+	s.slot = p.record()
 	p.wg.Add(1)
 	p.mu.Unlock()
 	go s.run()
+	return true
 }
 
-// record appends an attempt, or a placeholder (done false) that keeps a
-// session's place in accept order, and returns its slot, or -1 once the log
-// is full. p.mu held.
-func (p *Proxy) record(a Attempt, done bool) int {
-	if len(p.attempts) >= p.maxAttempts {
+// shed runs while refusals are over their budget: every shedInterval it
+// closes, unread and without a goroutine or a wakeup each, whatever waits
+// in l's backlog, until the bucket holds a token again and the next
+// connection may be served. It reports false once the proxy is closed.
+func (p *Proxy) shed(l net.Listener) bool {
+	for {
+		wait := p.untilToken()
+		if wait <= 0 {
+			return true
+		}
+		select {
+		case <-time.After(min(wait, shedInterval)):
+		case <-p.ctx.Done():
+			return false
+		}
+		if p.untilToken() <= 0 {
+			return true // the first one waiting gets the token
+		}
+		if n := drainBacklog(l); n > 0 {
+			p.mu.Lock()
+			p.accepted += n
+			p.rateLimited += n
+			p.mu.Unlock()
+		}
+	}
+}
+
+// untilToken is how long until the refusal bucket holds a token.
+func (p *Proxy) untilToken() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refusals.untilToken()
+}
+
+// rateLimitedResponse is the answer to a connection over the refusal rate
+// limit, built once: that path must not format anything.
+var rateLimitedResponse = errorResponse(429, "too many refused requests: this connection was closed unread")
+
+// record reserves a slot (done false) that keeps a session's place in
+// accept order and returns it, or -1 once the log is full. p.mu held.
+func (p *Proxy) record() int {
+	if len(p.attempts) >= p.maxAttempts || p.logFull {
 		p.dropped++
 		return -1
 	}
-	p.attempts = append(p.attempts, attemptSlot{a: a, done: done})
+	p.attempts = append(p.attempts, attemptSlot{})
 	return len(p.attempts) - 1
+}
+
+// fileRecord puts a, bounded, into its slot, or drops it when it would
+// take the log past its byte cap; from then on the log takes no more, so
+// that a smaller record cannot slip in after a dropped one. p.mu held.
+func (p *Proxy) fileRecord(slot int, a Attempt) {
+	if slot < 0 {
+		return
+	}
+	a = a.bounded()
+	n := recordSize(a)
+	if p.logFull || p.logBytes+n > p.maxLogBytes {
+		p.logFull = true
+		p.dropped++
+		p.attempts[slot] = attemptSlot{a: Attempt{}, done: false}
+		return
+	}
+	p.logBytes += n
+	p.attempts[slot] = attemptSlot{a: a, done: true}
+}
+
+// refund gives a session's refusal token back: it reached a destination.
+func (p *Proxy) refund() {
+	p.mu.Lock()
+	p.refusals.give()
+	p.mu.Unlock()
 }
 
 // track registers an upstream connection so that Close closes it too.
@@ -354,9 +599,10 @@ func (p *Proxy) finish(s *session, a Attempt) {
 	if s.upc != nil {
 		delete(p.conns, s.upc)
 	}
-	if s.slot >= 0 {
-		p.attempts[s.slot] = attemptSlot{a: a, done: true}
+	if !s.refunded {
+		p.refused++
 	}
+	p.fileRecord(s.slot, a)
 	p.active--
 	p.mu.Unlock()
 	p.wg.Done()
@@ -404,12 +650,26 @@ func (p *Proxy) Attempts() []Attempt {
 	return out
 }
 
-// AttemptsDropped returns how many attempts were not kept because the log
-// already held MaxAttempts.
+// AttemptsDropped returns how many attempts were served but not kept
+// because the log already held MaxAttempts records or MaxAttemptBytes.
 func (p *Proxy) AttemptsDropped() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.dropped
+}
+
+// Summary counts the attempts so far, listed or not; after Close it
+// covers the whole run.
+func (p *Proxy) Summary() Summary {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Summary{Attempts: p.accepted, Dropped: p.dropped, Refused: p.refused, RateLimited: p.rateLimited}
+	for _, a := range p.attempts {
+		if a.done {
+			s.Recorded++
+		}
+	}
+	return s
 }
 
 // refusal is a decision against a destination: an HTTP status and a one-line
@@ -518,9 +778,5 @@ func joinHostPort(host string, port int) string {
 
 // oneLine keeps a reason or error on one line and short enough to log.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
+	return clip(strings.Join(strings.Fields(s), " "), 300)
 }

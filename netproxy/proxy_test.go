@@ -794,7 +794,7 @@ func TestGarbage(t *testing.T) {
 		{"bad method", "G(T http://api.test/ HTTP/1.1\r\n\r\n", 400, "malformed request"},
 		{"bad header", "GET http://api.test/ HTTP/1.1\r\nBad Header\r\n\r\n", 400, "malformed request"},
 		{"two lengths", "POST http://api.test/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400, "malformed request"},
-		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, ""},
+		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 501, `method "PRI" is not one the proxy serves`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := exchange(t, addr, tc.raw)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,9 @@ type session struct {
 	nDown  atomic.Int64
 	slot   int
 	rec    Attempt
+	// refunded: a destination was dialled and the session's refusal
+	// token went back (Proxy.admit).
+	refunded bool
 
 	mu   sync.Mutex
 	err  error // the first error that ended the session
@@ -166,7 +170,89 @@ func (s *session) linger() {
 	io.CopyN(io.Discard, s.client, 256<<10)
 }
 
+// knownMethods are the request methods the proxy serves: those of RFC 9110
+// §9.3 and PATCH (RFC 5789). Methods are case-sensitive (RFC 9110 §9.1).
+var knownMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+// maxMethodLen is the longest of knownMethods ("CONNECT", "OPTIONS").
+const maxMethodLen = 7
+
+// methodError is a request line whose method the proxy does not serve.
+type methodError struct {
+	token string // the method, or its first maxMethodLen+1 bytes
+	long  bool   // token is only the start of a longer one
+}
+
+// record is the method as the attempt records it: bounded, and marked when
+// only its start was read.
+func (e *methodError) record() string {
+	if e.long {
+		return e.token + clipMarker
+	}
+	return e.token
+}
+
+func (e *methodError) Error() string {
+	return fmt.Sprintf("method %q is not one the proxy serves (%s)", e.record(), strings.Join(knownMethods, ", "))
+}
+
+// errNotRequestLine is a connection that does not start with a method token.
+var errNotRequestLine = errors.New("not an HTTP request line")
+
+// readMethod peeks at the method that starts a request line, without
+// consuming it (http.ReadRequest reads the line again), and looks at no
+// more than maxMethodLen+1 bytes. A method may be any token up to the
+// header cap as far as RFC 9110 §9.1 and net/http are concerned, so it is
+// checked here, before anything else is read, parsed or recorded (issue
+// 11, finding 1).
+func readMethod(br *bufio.Reader) (string, error) {
+	var b []byte
+	for i := 1; i <= maxMethodLen+1; i++ {
+		var err error
+		if b, err = br.Peek(i); err != nil {
+			return "", err
+		}
+		switch c := b[i-1]; {
+		case c == ' ' && i > 1:
+			m := string(b[:i-1])
+			if !slices.Contains(knownMethods, m) {
+				return "", &methodError{token: m}
+			}
+			return m, nil
+		case !isTokenChar(c):
+			return "", errNotRequestLine
+		}
+	}
+	return "", &methodError{token: string(b), long: true}
+}
+
+// isTokenChar reports whether c is a tchar of RFC 9110 §5.6.2.
+func isTokenChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
 func (s *session) serveHTTP(br *bufio.Reader, hl *headerLimit) {
+	if _, err := readMethod(br); err != nil {
+		s.clk.endHeader()
+		var me *methodError
+		switch {
+		case errors.As(err, &me):
+			// RFC 9110 §15.6.2: 501 is the answer to a method the server
+			// does not recognise (405 is for one it knows but the
+			// resource does not allow).
+			s.rec.Method = me.record()
+			s.refuse(501, me.Error())
+		case errors.Is(err, errHeaderTimeout):
+			s.refuse(408, fmt.Sprintf("request header not complete within the header timeout of %v", s.p.header))
+		case errors.Is(err, errNotRequestLine):
+			s.refuse(400, "malformed request: "+err.Error())
+		case errors.Is(err, io.EOF):
+			s.refuse(400, "malformed request: cut short in the method")
+		default:
+			s.fail(err)
+		}
+		return
+	}
 	req, err := http.ReadRequest(br)
 	s.clk.endHeader()
 	switch {
@@ -269,6 +355,8 @@ func (s *session) open(host string, ip netip.Addr, port int) *refusal {
 		return &refusal{status: 502, reason: oneLine(fmt.Sprintf("dial %s: %v", joinHostPort(host, port), err)), allowed: true, err: err}
 	}
 	s.upc = c
+	s.p.refund()
+	s.refunded = true
 	s.rec.Addr = a.String()
 	s.um = &meter{Conn: c, side: "destination", clk: &s.clk, rd: s.p.down, wr: s.p.up, nr: &s.nDown, nw: &s.nUp}
 	s.clk.touch() // resolving and dialling are not the client's idleness

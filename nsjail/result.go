@@ -76,6 +76,13 @@ type Result struct {
 	// Network lists every connection attempt through the proxy, allowed
 	// or not ([] without network).
 	Network []netproxy.Attempt `json:"network"`
+	// NetworkTruncated: network does not list every attempt (the record
+	// log's caps, or the proxy's refusal rate limit); network_summary
+	// counts them all.
+	NetworkTruncated bool `json:"network_truncated"`
+	// NetworkSummary counts the attempts through the proxy, listed or
+	// not; null without network.
+	NetworkSummary *netproxy.Summary `json:"network_summary"`
 	// SeccompDenials are the syscalls the filter refused, most frequent
 	// first; null when there was no filter or the kernel could not tell.
 	SeccompDenials []Denial `json:"seccomp_denials"`
