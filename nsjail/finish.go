@@ -113,6 +113,11 @@ func (s *supervisor) denials(exit *StatusMsg) {
 			a, b := res.SeccompDenials[i], res.SeccompDenials[j]
 			return a.Count > b.Count || a.Count == b.Count && a.Syscall < b.Syscall
 		})
+		if exit.DenialsOther > 0 {
+			// Last, whatever its count: it is not one syscall.
+			res.SeccompDenials = append(res.SeccompDenials, Denial{Syscall: DenialOther, Count: exit.DenialsOther})
+			s.warnings = append(s.warnings, fmt.Sprintf("seccomp_denials summarised: the first %d distinct syscalls are listed by name, and %d calls of other syscalls are counted together as %q", len(exit.Denials), exit.DenialsOther, DenialOther))
+		}
 	} else {
 		s.warnings = append(s.warnings, "the kernel gave no seccomp listener: denied syscalls were refused but not counted")
 	}

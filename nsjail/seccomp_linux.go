@@ -26,12 +26,21 @@ func loadSeccomp(f *seccomp.Filter) (int, error) {
 	return seccomp.Load(f)
 }
 
+// maxDenialKinds bounds how many distinct syscall numbers the denial
+// counts keep by number; calls of any further number are counted together
+// in other. A payload can make calls with ~2^32 numbers, and each would be
+// a key of the exit status line: 100,000 of them once made it longer than
+// the supervisor would read (issue 11, finding 2).
+const maxDenialKinds = 256
+
 // denialServer answers and counts the payload's denied syscalls.
 type denialServer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
 	counts map[int]int
+	// other counts the calls of numbers beyond maxDenialKinds.
+	other int
 	// reported is false when denials happen unseen (a filter without a
 	// listener).
 	reported bool
@@ -54,11 +63,7 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 		// Closing the listener on the way out makes any later denied
 		// call fail at once (ENOSYS) instead of waiting for an answer.
 		defer unix.Close(listener)
-		err := seccomp.Serve(ctx, listener, f.ErrnoFor, func(nr int) {
-			d.mu.Lock()
-			d.counts[nr]++
-			d.mu.Unlock()
-		})
+		err := seccomp.Serve(ctx, listener, f.ErrnoFor, d.count)
 		if err != nil {
 			in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("seccomp notifications: %v; denials after this are not counted", err)})
 			d.mu.Lock()
@@ -68,9 +73,28 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 	}()
 }
 
+// count records one denied call of syscall nr, by its number while fewer
+// than maxDenialKinds numbers are known, else in other.
+func (d *denialServer) count(nr int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.counts[nr]; ok || len(d.counts) < maxDenialKinds {
+		d.counts[nr]++
+		return
+	}
+	d.other++
+}
+
+// denialCounts is what the denial server saw, for the exit message.
+type denialCounts struct {
+	byNr  map[int]int
+	other int
+	known bool
+}
+
 // stop ends the server once every process of the payload is gone and
-// returns the counts by syscall number (nil when they are unknown).
-func (d *denialServer) stop() (map[int]int, bool) {
+// returns the counts (known is false when they are unknown).
+func (d *denialServer) stop() denialCounts {
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -78,9 +102,9 @@ func (d *denialServer) stop() (map[int]int, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.reported {
-		return nil, false
+		return denialCounts{}
 	}
-	return d.counts, true
+	return denialCounts{byNr: d.counts, other: d.other, known: true}
 }
 
 // lockSecurebits makes root special nowhere and locks it so: no
