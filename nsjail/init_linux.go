@@ -420,6 +420,7 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 	if in.denials != nil {
 		c := in.denials.stop()
 		m.Denials, m.DenialsOther, m.DenialsKnown = c.byNr, c.other, c.known
+		m.FilterKilled = c.killed[pid]
 		m.Filtered = true
 	}
 	in.send(m)

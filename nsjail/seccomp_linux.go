@@ -41,6 +41,9 @@ type denialServer struct {
 	counts map[int]int
 	// other counts the calls of numbers beyond maxDenialKinds.
 	other int
+	// killed are the processes (thread group ids) killed for a call
+	// through another ABI, at most maxDenialKinds of them.
+	killed map[int]bool
 	// reported is false when denials happen unseen (a filter without a
 	// listener).
 	reported bool
@@ -50,7 +53,7 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 	if f == nil {
 		return
 	}
-	d := &denialServer{done: make(chan struct{}), counts: map[int]int{}, reported: listener >= 0}
+	d := &denialServer{done: make(chan struct{}), counts: map[int]int{}, killed: map[int]bool{}, reported: listener >= 0}
 	in.denials = d
 	if listener < 0 {
 		close(d.done)
@@ -63,7 +66,7 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 		// Closing the listener on the way out makes any later denied
 		// call fail at once (ENOSYS) instead of waiting for an answer.
 		defer unix.Close(listener)
-		err := seccomp.Serve(ctx, listener, f.ErrnoFor, d.count)
+		err := seccomp.ServeAndKill(ctx, listener, f.ErrnoFor, d.count, d.kill)
 		if err != nil {
 			in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("seccomp notifications: %v; denials after this are not counted", err)})
 			d.mu.Lock()
@@ -85,11 +88,22 @@ func (d *denialServer) count(nr int) {
 	d.other++
 }
 
+// kill records that the server killed process tgid for the filter.
+func (d *denialServer) kill(tgid int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.killed) < maxDenialKinds {
+		d.killed[tgid] = true
+	}
+}
+
 // denialCounts is what the denial server saw, for the exit message.
 type denialCounts struct {
 	byNr  map[int]int
 	other int
 	known bool
+	// killed are the processes killed for the filter (seccomp.ServeAndKill).
+	killed map[int]bool
 }
 
 // stop ends the server once every process of the payload is gone and
@@ -102,9 +116,9 @@ func (d *denialServer) stop() denialCounts {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.reported {
-		return denialCounts{}
+		return denialCounts{killed: d.killed}
 	}
-	return denialCounts{byNr: d.counts, other: d.other, known: true}
+	return denialCounts{byNr: d.counts, other: d.other, known: true, killed: d.killed}
 }
 
 // lockSecurebits makes root special nowhere and locks it so: no

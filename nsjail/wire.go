@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -66,6 +67,15 @@ type StatusMsg struct {
 	Denials      map[int]int `json:"denials,omitempty"`
 	DenialsOther int         `json:"denials_other,omitempty"`
 	DenialsKnown bool        `json:"denials_known,omitempty"`
+	// FilterKilled says the init killed the payload itself for the
+	// filter: a call through another ABI (seccomp_linux.go).
+	FilterKilled bool `json:"filter_killed,omitempty"`
+}
+
+// cpuTime is the CPU time the kernel accounted to the payload and every
+// process it reaped (RUSAGE_CHILDREN of the init).
+func (m *StatusMsg) cpuTime() time.Duration {
+	return time.Duration(m.UserUS+m.SystemUS) * time.Microsecond
 }
 
 // StepError is a failed setup step inside the sandbox, as the host sees
