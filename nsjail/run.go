@@ -415,7 +415,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 	// what crossed so far stays, marked incomplete.
 	cutReport := func(why string) {
 		s.reportCut = true
-		s.warnings = append(s.warnings, "workspace report cut short: "+why+"; files may be missing")
+		s.warn("workspace report cut short: " + why + "; files may be missing")
 		hardKill()
 	}
 	for events != nil || !reaped {
