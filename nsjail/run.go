@@ -169,6 +169,9 @@ type supervisor struct {
 	// overflow fires once when a stream passes the output cap under the
 	// kill policy.
 	overflow chan struct{}
+	// filesBroken gets the error of the workspace report's stream, if it
+	// broke off or broke the protocol.
+	filesBroken chan error
 }
 
 type compiled struct {
@@ -270,6 +273,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	s.stdout = newCapture(job.OutputLimit, job.Stdout)
 	s.stderr = newCapture(job.OutputLimit, job.Stderr)
 	s.overflow = make(chan struct{})
+	s.filesBroken = make(chan error, 1)
 	if job.Limits.OutputKill {
 		var once sync.Once
 		over := func() { once.Do(func() { close(s.overflow) }) }
@@ -309,9 +313,15 @@ func (s *supervisor) run(ctx context.Context) error {
 	go func() { defer wg.Done(); io.Copy(s.stdout, p.outR) }()
 	go func() { defer wg.Done(); io.Copy(s.stderr, p.errR) }()
 	var filesErr error
+	filesBroken := s.filesBroken // buffered: the one send never blocks
 	go func() {
 		defer wg.Done()
 		s.res.Files, s.res.FilesTruncated, filesErr = readFiles(p.filesR, job.Spec.Outputs, sink)
+		if filesErr != nil {
+			// A broken report stream ends the run (watch); its EOF after
+			// the init's death comes too late to matter.
+			filesBroken <- filesErr
+		}
 		io.Copy(io.Discard, p.filesR) // never leave the init blocked on a full pipe
 	}()
 	if job.Stdin != nil {
@@ -381,6 +391,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 	var stepErr, framingErr error
 	reaped := false
 	done := ctx.Done()
+	filesBroken := s.filesBroken
 	hardKill := func() {
 		if s.hardKilled {
 			return
@@ -495,6 +506,14 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			if used, err := s.cg.CPUUsage(); err == nil && used >= job.Limits.CPUTime {
 				cpuTick = nil
 				limit("cpu_limit")
+			}
+		case <-filesBroken:
+			// Nothing more of the report can be trusted or received: end
+			// it now (the run's warning says why, see run).
+			filesBroken = nil
+			if !reaped && !s.hardKilled {
+				s.reportCut = true
+				hardKill()
 			}
 		case <-s.overflow:
 			s.overflow = nil

@@ -100,3 +100,23 @@ func TestWatchSignalEndsReport(t *testing.T) {
 		t.Fatalf("warnings %q do not name SIGTERM", w)
 	}
 }
+
+// TestWatchBrokenReportIsFatal: a workspace report stream that broke the
+// protocol ends the report at once; the payload's exit is kept.
+func TestWatchBrokenReportIsFatal(t *testing.T) {
+	cmd, exited := fakeInit(t)
+	s := &supervisor{job: &Job{Timeout: time.Hour}, res: &Result{}, filesBroken: make(chan error, 1)}
+	events := make(chan statusEvent, 4)
+	events <- statusEvent{msg: StatusMsg{Kind: kindStarted, Pid: 2}}
+	events <- statusEvent{msg: StatusMsg{Kind: kindExit}}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		s.filesBroken <- fmt.Errorf("files pipe: record longer than %d bytes", 64<<10)
+		time.Sleep(100 * time.Millisecond)
+		close(events)
+	}()
+	exit, err := watchWithin(t, s, cmd, events, exited)
+	if err != nil || exit == nil || !s.reportCut || !s.hardKilled {
+		t.Fatalf("watch = %v, %v, reportCut %v, hardKilled %v; want the exit kept, the report cut", exit, err, s.reportCut, s.hardKilled)
+	}
+}
