@@ -197,7 +197,7 @@ func sortedKeys(m map[string]string) []string {
 // filter's kill.
 func refused(v string) bool {
 	switch v {
-	case "EPERM", "EACCES", "ENOSYS", "EROFS", "ENOENT", "killed:SIGSYS":
+	case "EPERM", "EACCES", "ENOSYS", "EROFS", "ENOENT", "killed:SIGSYS", "killed:SIGKILL":
 		return true
 	}
 	return false
@@ -228,7 +228,7 @@ func seccompJudge(o *Outcome) (bool, string) {
 		switch {
 		case !refused(v):
 			bad = append(bad, k+" "+v)
-		case known && !denied[k] && v != "killed:SIGSYS":
+		case known && !denied[k] && !strings.HasPrefix(v, "killed:"):
 			bad = append(bad, k+" "+v+" (from the kernel, not the filter)")
 		}
 	}

@@ -23,6 +23,40 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		}
 	}
 	switch {
+	case exit != nil && exit.ExecErrno == 0:
+		s.usageFromExit(exit)
+		s.denials(exit)
+	case exit != nil:
+	case s.killedFor == "" && (st == nil || st.PidsMaxEvents == 0):
+		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
+	default:
+		s.usageFromInit(cmd)
+	}
+	s.classify(exit, st)
+	s.fillLayers(exit)
+	if st != nil {
+		// The group saw every process, the init's few ms included.
+		u := &res.Usage
+		u.UserMS, u.SystemMS = st.UserCPU.Milliseconds(), st.SystemCPU.Milliseconds()
+		u.CPUMS = u.UserMS + u.SystemMS
+		if st.PeakMemoryBytes > 0 {
+			u.PeakMemoryBytes = st.PeakMemoryBytes
+		}
+		u.PidsPeak = st.PidsPeak
+		res.PidsLimitHit = res.PidsLimitHit || st.PidsMaxEvents > 0
+	}
+	return nil
+}
+
+// classify decides the run's status, exit code, signal and message from
+// evidence the payload cannot fabricate (issue 11, finding 8): the
+// supervisor's own kills (killedFor), the cgroup's counters (st), a kill
+// the init made for the seccomp filter, and the CPU time the kernel
+// accounted to the payload. A signal is only a signal: SIGXCPU or SIGSYS
+// that a payload sent itself stays status signal.
+func (s *supervisor) classify(exit *StatusMsg, st *cgroup.Stats) {
+	res := s.res
+	switch {
 	case exit != nil && exit.ExecErrno != 0:
 		res.Status, res.ExitCode = StatusExit, ExitCannotExec
 		if syscall.Errno(exit.ExecErrno) == unix.ENOENT {
@@ -30,13 +64,12 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		}
 		res.Message = "cannot run the payload: " + exit.Msg
 	case exit != nil:
-		res.classifyWait(unix.WaitStatus(exit.WaitStatus))
-		s.usageFromExit(exit)
-		s.denials(exit)
-	case s.killedFor == "" && (st == nil || st.PidsMaxEvents == 0):
-		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
-	default:
-		s.usageFromInit(cmd)
+		ws := unix.WaitStatus(exit.WaitStatus)
+		res.classifyWait(ws)
+		if exit.FilterKilled && ws.Signaled() && ws.Signal() == unix.SIGKILL {
+			res.Status = StatusSeccomp
+			res.Message = "killed for the seccomp filter: a system call through another ABI (32-bit int 0x80 or x32), which the filter never allows"
+		}
 	}
 	switch s.killedFor {
 	case "timeout":
@@ -51,19 +84,6 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 	default:
 		s.classifyLimits(st, exit)
 	}
-	s.fillLayers(exit)
-	if st != nil {
-		// The group saw every process, the init's few ms included.
-		u := &res.Usage
-		u.UserMS, u.SystemMS = st.UserCPU.Milliseconds(), st.SystemCPU.Milliseconds()
-		u.CPUMS = u.UserMS + u.SystemMS
-		if st.PeakMemoryBytes > 0 {
-			u.PeakMemoryBytes = st.PeakMemoryBytes
-		}
-		u.PidsPeak = st.PidsPeak
-		res.PidsLimitHit = res.PidsLimitHit || st.PidsMaxEvents > 0
-	}
-	return nil
 }
 
 func (s *supervisor) usageFromExit(exit *StatusMsg) {
@@ -96,9 +116,7 @@ func describeWait(cmd *exec.Cmd, err error) string {
 	return fmt.Sprint(err)
 }
 
-// denials fills seccomp_denials, and the seccomp status: with the
-// built-in policies the filter kills (SIGSYS) only a syscall through
-// another ABI of the machine.
+// denials fills seccomp_denials.
 func (s *supervisor) denials(exit *StatusMsg) {
 	res := s.res
 	if !exit.Filtered {
@@ -113,12 +131,12 @@ func (s *supervisor) denials(exit *StatusMsg) {
 			a, b := res.SeccompDenials[i], res.SeccompDenials[j]
 			return a.Count > b.Count || a.Count == b.Count && a.Syscall < b.Syscall
 		})
+		if exit.DenialsOther > 0 {
+			// Last, whatever its count: it is not one syscall.
+			res.SeccompDenials = append(res.SeccompDenials, Denial{Syscall: DenialOther, Count: exit.DenialsOther})
+			s.warnings = append(s.warnings, fmt.Sprintf("seccomp_denials summarised: the first %d distinct syscalls are listed by name, and %d calls of other syscalls are counted together as %q", len(exit.Denials), exit.DenialsOther, DenialOther))
+		}
 	} else {
 		s.warnings = append(s.warnings, "the kernel gave no seccomp listener: denied syscalls were refused but not counted")
-	}
-	ws := unix.WaitStatus(exit.WaitStatus)
-	if ws.Signaled() && ws.Signal() == unix.SIGSYS {
-		res.Status = StatusSeccomp
-		res.Message = "killed by the seccomp filter: a system call through another ABI (32-bit int 0x80 or x32), which the filter never allows"
 	}
 }

@@ -461,7 +461,9 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 		MaxRSSKB:   ru.Maxrss,
 	}
 	if in.denials != nil {
-		m.Denials, m.DenialsKnown = in.denials.stop()
+		c := in.denials.stop()
+		m.Denials, m.DenialsOther, m.DenialsKnown = c.byNr, c.other, c.known
+		m.FilterKilled = c.killed[pid]
 		m.Filtered = true
 	}
 	in.send(m)

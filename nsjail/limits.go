@@ -282,13 +282,39 @@ func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {
 			res.Status, res.ExitCode = StatusPidsLimit, ExitKilled
 			res.Message = fmt.Sprintf("pids limit of %d reached: %d forks were refused and the payload failed", s.job.Limits.Pids, st.PidsMaxEvents)
 		}
-	case exit == nil:
+	case exit == nil || !ws.Signaled():
 		return
-	case ws.Signaled() && s.job.Limits.CPUTime > 0 && (ws.Signal() == unix.SIGXCPU ||
-		ws.Signal() == unix.SIGKILL && time.Duration(exit.UserUS+exit.SystemUS)*time.Microsecond >= s.job.Limits.CPUTime):
-		// RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second later
-		// if the payload caught it.
+	case rlimitCPUKill(ws.Signal(), exit.cpuTime(), rlimitFor(s.lateRlimits, "RLIMIT_CPU")):
 		res.Status, res.ExitCode, res.Signal = StatusCPULimit, ExitTimeLimit, nil
 		res.Message = fmt.Sprintf("CPU time limit of %v reached (RLIMIT_CPU, per process)", s.job.Limits.CPUTime)
+	case ws.Signal() == unix.SIGXCPU && s.job.Limits.CPUTime > 0:
+		res.Message += fmt.Sprintf(" (not the CPU time limit of %v: the payload had used %v of CPU)", s.job.Limits.CPUTime, exit.cpuTime().Round(time.Millisecond))
 	}
+}
+
+// rlimitCPUTolerance is how far below RLIMIT_CPU the payload's reaped CPU
+// time may be for a kill to still count as the limit's. The kernel checks
+// the limit against tick-sampled time, while rusage reports the
+// scheduler's precise runtime (cputime_adjust): a few ticks apart.
+const rlimitCPUTolerance = 100 * time.Millisecond
+
+// rlimitCPUKill tells whether sig, with cpu the CPU time of the payload
+// and its reaped children, is RLIMIT_CPU's doing: SIGXCPU once the soft
+// limit passed, SIGKILL once the hard one did (setrlimit(2)). Anything
+// else is a signal the payload could have sent itself (kill(2), a timer,
+// F_SETSIG): not evidence of a limit.
+func rlimitCPUKill(sig unix.Signal, cpu time.Duration, rl *Rlimit) bool {
+	if rl == nil {
+		return false
+	}
+	var secs uint64
+	switch sig {
+	case unix.SIGXCPU:
+		secs = rl.Soft
+	case unix.SIGKILL:
+		secs = rl.Hard
+	default:
+		return false
+	}
+	return cpu >= time.Duration(secs)*time.Second-rlimitCPUTolerance
 }

@@ -84,13 +84,20 @@ type Result struct {
 	// not; null without network.
 	NetworkSummary *netproxy.Summary `json:"network_summary"`
 	// SeccompDenials are the syscalls the filter refused, most frequent
-	// first; null when there was no filter or the kernel could not tell.
+	// first, then DenialOther if there were too many distinct ones to
+	// name; null when there was no filter or the kernel could not tell.
 	SeccompDenials []Denial `json:"seccomp_denials"`
 	// Warnings are things that went wrong without failing the run.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Denial counts the refusals of one syscall.
+// DenialOther is the Syscall of the Denial that counts together the calls
+// of every syscall past the first few hundred distinct ones (a payload
+// can make calls with millions of numbers).
+const DenialOther = "(other)"
+
+// Denial counts the refusals of one syscall, or of all the others
+// (DenialOther).
 type Denial struct {
 	Syscall string `json:"syscall"`
 	Count   int    `json:"count"`

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +71,14 @@ const killGrace = 2 * time.Second
 // reportTimeout bounds the workspace report after the payload ended.
 const reportTimeout = 60 * time.Second
 
+// ReportGrace is how long after the wall-clock limit the run may last, for
+// the kill and the workspace report: no payload keeps sbx running past
+// its --timeout plus ReportGrace (plus the moments the kernel takes to
+// tear the sandbox down). A report still running then is cut short, and
+// the Result says so (files_truncated, a warning). It must exceed
+// killGrace, so that a timed-out run still reports.
+const ReportGrace = 10 * time.Second
+
 // Run builds the sandbox, runs the payload in it and returns its Result.
 // It never panics on bad input and always returns a Result: a failure of
 // sbx itself is StatusSetupError with the reason in Message.
@@ -133,7 +140,11 @@ type supervisor struct {
 	// "" if the payload ended on its own.
 	killedFor  string
 	hardKilled bool
-	warnings   []string
+	// reportCut: the workspace report was ended before it finished.
+	reportCut bool
+	// waitErr is the init's wait error, once watch has reaped it.
+	waitErr  error
+	warnings []string
 	// inputs are filled by writeControl, which closes inputsDone.
 	inputs     []InputEntry
 	inputsDone chan struct{}
@@ -158,6 +169,9 @@ type supervisor struct {
 	// overflow fires once when a stream passes the output cap under the
 	// kill policy.
 	overflow chan struct{}
+	// filesBroken gets the error of the workspace report's stream, if it
+	// broke off or broke the protocol.
+	filesBroken chan error
 }
 
 type compiled struct {
@@ -260,6 +274,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	s.stdout = newCapture(job.OutputLimit, job.Stdout)
 	s.stderr = newCapture(job.OutputLimit, job.Stderr)
 	s.overflow = make(chan struct{})
+	s.filesBroken = make(chan error, 1)
 	if job.Limits.OutputKill {
 		var once sync.Once
 		over := func() { once.Do(func() { close(s.overflow) }) }
@@ -299,9 +314,15 @@ func (s *supervisor) run(ctx context.Context) error {
 	go func() { defer wg.Done(); io.Copy(s.stdout, p.outR) }()
 	go func() { defer wg.Done(); io.Copy(s.stderr, p.errR) }()
 	var filesErr error
+	filesBroken := s.filesBroken // buffered: the one send never blocks
 	go func() {
 		defer wg.Done()
 		s.res.Files, s.res.FilesTruncated, s.res.FilesTruncatedReason, filesErr = readFiles(p.filesR, job.Spec.Outputs, sink)
+		if filesErr != nil {
+			// A broken report stream ends the run (watch); its EOF after
+			// the init's death comes too late to matter.
+			filesBroken <- filesErr
+		}
 		io.Copy(io.Discard, p.filesR) // never leave the init blocked on a full pipe
 	}()
 	if job.Stdin != nil {
@@ -318,11 +339,10 @@ func (s *supervisor) run(ctx context.Context) error {
 		go s.serveProxy(p.proxyR)
 		p.proxyR = nil
 	}
-	msgs := make(chan StatusMsg, 4)
-	go readStatus(p.stR, msgs)
+	events := make(chan statusEvent, 4)
+	go readStatus(p.stR, events)
 
-	exit, runErr := s.watch(ctx, cmd, msgs)
-	waitErr := <-exited
+	exit, runErr := s.watch(ctx, cmd, events, exited)
 	<-s.cgReady // what it wrote to the Result is read below
 	// The init, the control pipe's only reader, is gone: the writer has
 	// finished, or failed with EPIPE.
@@ -333,6 +353,9 @@ func (s *supervisor) run(ctx context.Context) error {
 	s.stdout.Finish()
 	s.stderr.Finish()
 	s.tl.mark("sbx: output drained")
+	if s.reportCut {
+		s.res.FilesTruncated = true
+	}
 	if s.confineErr != nil {
 		return s.confineErr
 	}
@@ -342,32 +365,45 @@ func (s *supervisor) run(ctx context.Context) error {
 	if filesErr != nil && exit != nil && s.killedFor == "" {
 		s.warnings = append(s.warnings, "workspace report incomplete: "+filesErr.Error())
 	}
-	return s.finish(exit, cmd, waitErr)
+	return s.finish(exit, cmd, s.waitErr)
 }
 
-// watch follows the init's status lines until it is gone, enforcing the
-// timers and forwarding signals. It returns the exit message, if any.
+// watch follows the init's status lines, enforcing the timers and
+// forwarding signals, until the init is reaped: it returns the exit
+// message, if any, and leaves the init's wait error in s.waitErr. Nothing the init or the
+// payload does stops the timers before that (issue 11, finding 2): a
+// stream that stops making sense is a hard kill, and the report after the
+// payload's exit ends by the wall limit plus ReportGrace.
 //
 // A limit ends the run in two steps: the init is asked to kill every other
 // process (kill(-1) from pid 1 reaches the whole pid namespace at once,
 // and blocks forks while it runs), after which it reports as usual; if it
 // has not reported within killGrace, the init itself is SIGKILLed, which
 // takes the whole namespace down with it.
-func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan StatusMsg) (*StatusMsg, error) {
+func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan statusEvent, exited <-chan error) (*StatusMsg, error) {
 	job := s.job
 	deadline := time.NewTimer(setupTimeout)
 	defer deadline.Stop()
 	phase := "setup" // what the deadline timer is guarding
 	var wall <-chan time.Time
+	var wallEnd time.Time // when the wall limit passes; zero without one
 	var cpuTick <-chan time.Time
 	var exit *StatusMsg
-	var stepErr error
+	var stepErr, framingErr error
+	reaped := false
+	done := ctx.Done()
+	filesBroken := s.filesBroken
 	hardKill := func() {
+		if s.hardKilled {
+			return
+		}
 		// SIGKILL to the init ends its pid namespace: the kernel kills
 		// every process in it (pid_namespaces(7)); the cgroup's kill
 		// gets them all at once first (cgroup.kill, or freeze and kill
 		// on v1).
 		s.hardKilled = true
+		wall, cpuTick = nil, nil
+		deadline.Stop()
 		if s.cg != nil && s.attachErr == nil {
 			select {
 			case <-s.attached:
@@ -378,7 +414,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 		cmd.Process.Kill()
 	}
 	limit := func(why string) {
-		if s.killedFor != "" {
+		if s.killedFor != "" || s.hardKilled {
 			return
 		}
 		s.killedFor = why
@@ -387,21 +423,33 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 		phase = "kill"
 		deadline.Reset(killGrace)
 	}
-	for {
+	// cutReport ends a report that ran out of time or was interrupted:
+	// what crossed so far stays, marked incomplete.
+	cutReport := func(why string) {
+		s.reportCut = true
+		s.warn("workspace report cut short: " + why + "; files may be missing")
+		hardKill()
+	}
+	for events != nil || !reaped {
 		select {
-		case m, ok := <-msgs:
+		case err := <-exited:
+			reaped, s.waitErr, exited = true, err, nil
+			// Nothing of the sandbox is left to write the status pipe:
+			// its EOF follows at once.
+		case ev, ok := <-events:
 			if !ok {
-				if stepErr != nil {
-					return nil, stepErr
-				}
-				if phase == "setup" && s.killedFor == "setup" {
-					return nil, fmt.Errorf("sandbox setup took longer than %v", setupTimeout)
-				}
-				if s.killedFor == "cancel" && exit == nil {
-					return nil, fmt.Errorf("run cancelled: %v", context.Cause(ctx))
-				}
-				return exit, nil
+				events = nil
+				continue
 			}
+			if ev.err != nil {
+				// The init never sends such a line: the stream, and
+				// whatever follows on it, cannot be trusted.
+				framingErr = ev.err
+				s.killedFor = "framing"
+				hardKill()
+				continue
+			}
+			m := ev.msg
 			s.tl.add(m.Marks)
 			s.tl.mark("sbx: got " + m.Kind)
 			switch m.Kind {
@@ -410,6 +458,9 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 			case kindWarning:
 				s.warn(m.Msg)
 			case kindStarted:
+				if phase != "setup" {
+					continue
+				}
 				phase = "run"
 				deadline.Stop()
 				if s.cg != nil {
@@ -418,6 +469,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 					go cgroup.CleanupStale()
 				}
 				if job.Timeout > 0 {
+					wallEnd = time.Now().Add(job.Timeout)
 					wall = time.After(job.Timeout)
 				}
 				if job.Limits.CPUTime > 0 && s.cg != nil {
@@ -428,22 +480,27 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 					cpuTick = t.C
 				}
 			case kindExit:
+				if exit != nil || s.hardKilled {
+					continue
+				}
 				mm := m
 				exit = &mm
 				// The payload is done: a late timer must not turn its
 				// exit into a timeout. What is left is the report.
 				wall, cpuTick = nil, nil
 				phase = "report"
-				deadline.Reset(reportTimeout)
+				deadline.Reset(reportBudget(time.Now(), wallEnd))
 			}
 		case <-deadline.C:
 			switch phase {
 			case "setup":
 				s.killedFor = "setup"
+				hardKill()
 			case "report":
-				s.warnings = append(s.warnings, fmt.Sprintf("workspace report took longer than %v; it was cut short", reportTimeout))
+				cutReport(fmt.Sprintf("it ran past its time (at most %v, and no later than %v after the wall-clock limit)", reportTimeout, ReportGrace))
+			default:
+				hardKill()
 			}
-			hardKill()
 		case <-wall:
 			limit("timeout")
 		case <-cpuTick:
@@ -451,22 +508,62 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 				cpuTick = nil
 				limit("cpu_limit")
 			}
+		case <-filesBroken:
+			// Nothing more of the report can be trusted or received: end
+			// it now (the run's warning says why, see run).
+			filesBroken = nil
+			if !reaped && !s.hardKilled {
+				s.reportCut = true
+				hardKill()
+			}
 		case <-s.overflow:
 			s.overflow = nil
 			if phase == "run" || phase == "setup" {
 				limit("output_limit")
 			}
-		case <-ctx.Done():
+		case <-done:
+			done = nil
 			if s.killedFor == "" {
 				s.killedFor = "cancel"
 			}
 			hardKill()
 		case sig := <-job.Signals:
-			if n, ok := sig.(syscall.Signal); ok {
+			n, ok := sig.(syscall.Signal)
+			switch {
+			case !ok || s.hardKilled:
+			case phase == "report":
+				// No payload is left to get it: the signal is for sbx,
+				// which must not wait out the report.
+				cutReport("sbx got " + unix.SignalName(n))
+			default:
 				s.sendControl(Control{Signal: int(n)})
 			}
 		}
 	}
+	switch {
+	case framingErr != nil:
+		return nil, fmt.Errorf("sbx init: %w; the sandbox was killed", framingErr)
+	case stepErr != nil:
+		return nil, stepErr
+	case s.killedFor == "setup" && exit == nil:
+		return nil, fmt.Errorf("sandbox setup took longer than %v", setupTimeout)
+	case s.killedFor == "cancel" && exit == nil:
+		return nil, fmt.Errorf("run cancelled: %v", context.Cause(ctx))
+	}
+	return exit, nil
+}
+
+// reportBudget is how long the workspace report may take once the payload
+// exited at now: reportTimeout, and never past the wall limit (wallEnd,
+// zero without one) plus ReportGrace.
+func reportBudget(now, wallEnd time.Time) time.Duration {
+	d := reportTimeout
+	if !wallEnd.IsZero() {
+		if left := wallEnd.Add(ReportGrace).Sub(now); left < d {
+			d = left
+		}
+	}
+	return max(d, 0)
 }
 
 // destroyCgroup removes the sandbox's cgroup once the run is over. When
@@ -685,16 +782,36 @@ func (s *supervisor) sendControl(c Control) {
 	s.ctlW.Write(b)
 }
 
-func readStatus(r io.Reader, out chan<- StatusMsg) {
+// statusEvent is one status line, decoded, or the error that ended the
+// stream (a framing error, or the pipe's own).
+type statusEvent struct {
+	msg StatusMsg
+	err error
+}
+
+// readStatus decodes the init's status lines until EOF. A line that is
+// too long or not a message of the init is sent as an error and ends the
+// decoding, but not the reading: the rest is discarded, so the init never
+// blocks on a pipe nobody reads (issue 11, finding 2).
+func readStatus(r io.Reader, out chan<- statusEvent) {
 	defer close(out)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 4096), 1<<20)
-	for sc.Scan() {
-		var m StatusMsg
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			m = StatusMsg{Kind: kindError, Step: "status pipe", Msg: fmt.Sprintf("status pipe: bad message %q", sc.Text())}
+	defer io.Copy(io.Discard, r)
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readStatusLine(br, maxStatusLine)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// The init is gone; a line it was cut off in is lost with it.
+			return
 		}
-		out <- m
+		var m StatusMsg
+		if err == nil {
+			m, err = decodeStatus(line)
+		}
+		if err != nil {
+			out <- statusEvent{err: err}
+			return
+		}
+		out <- statusEvent{msg: m}
 	}
 }
 

@@ -26,12 +26,24 @@ func loadSeccomp(f *seccomp.Filter) (int, error) {
 	return seccomp.Load(f)
 }
 
+// maxDenialKinds bounds how many distinct syscall numbers the denial
+// counts keep by number; calls of any further number are counted together
+// in other. A payload can make calls with ~2^32 numbers, and each would be
+// a key of the exit status line: 100,000 of them once made it longer than
+// the supervisor would read (issue 11, finding 2).
+const maxDenialKinds = 256
+
 // denialServer answers and counts the payload's denied syscalls.
 type denialServer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
 	counts map[int]int
+	// other counts the calls of numbers beyond maxDenialKinds.
+	other int
+	// killed are the processes (thread group ids) killed for a call
+	// through another ABI, at most maxDenialKinds of them.
+	killed map[int]bool
 	// reported is false when denials happen unseen (a filter without a
 	// listener).
 	reported bool
@@ -41,7 +53,7 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 	if f == nil {
 		return
 	}
-	d := &denialServer{done: make(chan struct{}), counts: map[int]int{}, reported: listener >= 0}
+	d := &denialServer{done: make(chan struct{}), counts: map[int]int{}, killed: map[int]bool{}, reported: listener >= 0}
 	in.denials = d
 	if listener < 0 {
 		close(d.done)
@@ -54,11 +66,7 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 		// Closing the listener on the way out makes any later denied
 		// call fail at once (ENOSYS) instead of waiting for an answer.
 		defer unix.Close(listener)
-		err := seccomp.Serve(ctx, listener, f, func(nr int) {
-			d.mu.Lock()
-			d.counts[nr]++
-			d.mu.Unlock()
-		}, in.holdPayload)
+		err := seccomp.ServeAndKill(ctx, listener, f, d.count, in.holdPayload, d.kill)
 		if err != nil {
 			in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("seccomp notifications: %v; denials after this are not counted", err)})
 			d.mu.Lock()
@@ -76,9 +84,39 @@ func (in *initProc) holdPayload(pid int) error {
 	return in.limits.hold(pid)
 }
 
+// count records one denied call of syscall nr, by its number while fewer
+// than maxDenialKinds numbers are known, else in other.
+func (d *denialServer) count(nr int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.counts[nr]; ok || len(d.counts) < maxDenialKinds {
+		d.counts[nr]++
+		return
+	}
+	d.other++
+}
+
+// kill records that the server killed process tgid for the filter.
+func (d *denialServer) kill(tgid int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.killed) < maxDenialKinds {
+		d.killed[tgid] = true
+	}
+}
+
+// denialCounts is what the denial server saw, for the exit message.
+type denialCounts struct {
+	byNr  map[int]int
+	other int
+	known bool
+	// killed are the processes killed for the filter (seccomp.ServeAndKill).
+	killed map[int]bool
+}
+
 // stop ends the server once every process of the payload is gone and
-// returns the counts by syscall number (nil when they are unknown).
-func (d *denialServer) stop() (map[int]int, bool) {
+// returns the counts (known is false when they are unknown).
+func (d *denialServer) stop() denialCounts {
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -86,9 +124,9 @@ func (d *denialServer) stop() (map[int]int, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.reported {
-		return nil, false
+		return denialCounts{killed: d.killed}
 	}
-	return d.counts, true
+	return denialCounts{byNr: d.counts, other: d.other, known: true, killed: d.killed}
 }
 
 // lockSecurebits makes root special nowhere and locks it so: no

@@ -1,10 +1,14 @@
 package nsjail
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,10 +61,21 @@ type StatusMsg struct {
 	// Marks are the init's step timings (Spec.Timings).
 	Marks []Mark `json:"marks,omitempty"`
 	// Filtered says a seccomp filter was loaded; Denials counts what it
-	// refused by syscall number, when DenialsKnown.
+	// refused by syscall number, when DenialsKnown; DenialsOther counts
+	// the calls of numbers past the first maxDenialKinds.
 	Filtered     bool        `json:"filtered,omitempty"`
 	Denials      map[int]int `json:"denials,omitempty"`
+	DenialsOther int         `json:"denials_other,omitempty"`
 	DenialsKnown bool        `json:"denials_known,omitempty"`
+	// FilterKilled says the init killed the payload itself for the
+	// filter: a call through another ABI (seccomp_linux.go).
+	FilterKilled bool `json:"filter_killed,omitempty"`
+}
+
+// cpuTime is the CPU time the kernel accounted to the payload and every
+// process it reaped (RUSAGE_CHILDREN of the init).
+func (m *StatusMsg) cpuTime() time.Duration {
+	return time.Duration(m.UserUS+m.SystemUS) * time.Microsecond
 }
 
 // StepError is a failed setup step inside the sandbox, as the host sees
@@ -102,6 +117,75 @@ func stepErrorMsg(step, path string, err error) StatusMsg {
 
 func (m StatusMsg) stepError() *StepError {
 	return &StepError{Step: m.Step, Path: m.Path, Errno: syscall.Errno(m.Errno), Msg: m.Msg}
+}
+
+// maxStatusLine bounds one status line. The longest the init sends is the
+// exit message: rusage, at most maxDenialKinds denial counts (~20 bytes
+// each) and a few dozen timing marks, well under 64 KiB.
+const maxStatusLine = 256 << 10
+
+// maxStatusMarks bounds the timing marks of one status line (the init
+// has a few dozen steps).
+const maxStatusMarks = 1024
+
+// errStatusFraming is wrapped by every error of the status stream's
+// framing or decoding: the init never sends such a line, so one means the
+// stream cannot be trusted any more and the run is ended (issue 11,
+// finding 2).
+var errStatusFraming = errors.New("status pipe")
+
+// decodeStatus decodes one status line (its '\n' included or not) and
+// checks it is a message the init sends: one JSON object of known fields
+// and kind, within the bounds above. It is pure, for the fuzzer.
+func decodeStatus(line []byte) (StatusMsg, error) {
+	var m StatusMsg
+	if len(line) > maxStatusLine {
+		return m, fmt.Errorf("%w: line of %d bytes, longer than %d", errStatusFraming, len(line), maxStatusLine)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return StatusMsg{}, fmt.Errorf("%w: bad message %.64q: %v", errStatusFraming, line, err)
+	}
+	if dec.More() {
+		return StatusMsg{}, fmt.Errorf("%w: bad message %.64q: data after the object", errStatusFraming, line)
+	}
+	switch m.Kind {
+	case kindError, kindReady, kindStarted, kindExit, kindWarning:
+	default:
+		return StatusMsg{}, fmt.Errorf("%w: message of unknown kind %.64q", errStatusFraming, m.Kind)
+	}
+	if len(m.Denials) > maxDenialKinds || len(m.Marks) > maxStatusMarks || m.DenialsOther < 0 {
+		return StatusMsg{}, fmt.Errorf("%w: %s message past its bounds (%d denial kinds, %d marks)", errStatusFraming, m.Kind, len(m.Denials), len(m.Marks))
+	}
+	return m, nil
+}
+
+// readStatusLine reads one '\n'-terminated line of at most max bytes
+// (newline excluded). A clean EOF before any byte is io.EOF; a line cut
+// by EOF is io.ErrUnexpectedEOF (the init died while writing); a longer
+// line is a framing error, found without buffering more than max bytes.
+func readStatusLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > max+1 {
+			return nil, fmt.Errorf("%w: line longer than %d bytes", errStatusFraming, max)
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) == 0:
+			return nil, io.EOF
+		case errors.Is(err, io.EOF):
+			return nil, io.ErrUnexpectedEOF
+		default:
+			return nil, err
+		}
+	}
 }
 
 func encodeLine(v any) ([]byte, error) {

@@ -126,7 +126,7 @@ func compile(p *Policy) (*Filter, error) {
 	if f.BPF, err = build(p, rules, f.Notify); err != nil {
 		return nil, err
 	}
-	if err := checkABIs(f.BPF, arch); err != nil {
+	if err := checkABIs(f.BPF, arch, foreignAction(f.Notify)); err != nil {
 		return nil, fmt.Errorf("seccomp policy %q: %w", p.Name, err)
 	}
 	if !f.Notify {
@@ -135,7 +135,7 @@ func compile(p *Policy) (*Filter, error) {
 	if f.Fallback, err = build(p, rules, false); err != nil {
 		return nil, err
 	}
-	if err := checkABIs(f.Fallback, arch); err != nil {
+	if err := checkABIs(f.Fallback, arch, foreignAction(false)); err != nil {
 		return nil, fmt.Errorf("seccomp policy %q (fallback): %w", p.Name, err)
 	}
 	for _, r := range rules {
@@ -191,8 +191,15 @@ func build(p *Policy, rules []resolvedRule, notify bool) ([]byte, error) {
 		return nil, fmt.Errorf("seccomp_init: %w", err)
 	}
 	defer flt.Release()
-	if err := flt.SetBadArchAction(libseccomp.ActKillProcess); err != nil {
-		return nil, fmt.Errorf("seccomp_attr_set(SCMP_FLTATR_ACT_BADARCH, KILL_PROCESS): %w", err)
+	// With a listener, a call through another ABI goes to Serve, which
+	// kills the caller and records it: KILL_PROCESS leaves only a SIGSYS,
+	// which a payload can also send itself (issue 11, finding 8).
+	badArch := libseccomp.ActKillProcess
+	if notify {
+		badArch = libseccomp.ActNotify
+	}
+	if err := flt.SetBadArchAction(badArch); err != nil {
+		return nil, fmt.Errorf("seccomp_attr_set(SCMP_FLTATR_ACT_BADARCH, %v): %w", badArch, err)
 	}
 	// Load sets no_new_privs itself beforehand (and checks it); the
 	// exported program does not depend on this.
@@ -286,12 +293,22 @@ func exportBPF(flt *libseccomp.ScmpFilter) ([]byte, error) {
 	return b, nil
 }
 
+// foreignAction is what a program returns for a call through another ABI:
+// the listener's (Serve kills the caller) in a notify program, else
+// KILL_PROCESS.
+func foreignAction(notify bool) uint32 {
+	if notify {
+		return unix.SECCOMP_RET_USER_NOTIF
+	}
+	return unix.SECCOMP_RET_KILL_PROCESS
+}
+
 // checkABIs runs the program on calls from the other ABIs of this
-// machine and fails unless each one is killed. It holds libseccomp to
-// the property sbx relies on (an x32 or int 0x80 call never reaches the
-// native rules, where its number would mean another syscall), whatever
-// version is linked.
-func checkABIs(prog []byte, arch archInfo) error {
+// machine and fails unless each one gets want (foreignAction). It holds
+// libseccomp to the property sbx relies on (an x32 or int 0x80 call never
+// reaches the native rules, where its number would mean another syscall),
+// whatever version is linked.
+func checkABIs(prog []byte, arch archInfo, want uint32) error {
 	insns, err := decodeBPF(prog)
 	if err != nil {
 		return err
@@ -315,8 +332,8 @@ func checkABIs(prog []byte, arch archInfo) error {
 		if err != nil {
 			return fmt.Errorf("run program: %w", err)
 		}
-		if ret != unix.SECCOMP_RET_KILL_PROCESS {
-			return fmt.Errorf("program returns %#x, not KILL_PROCESS, for syscall %#x of arch %#x", ret, uint32(d.Nr), d.Arch)
+		if ret != want {
+			return fmt.Errorf("program returns %#x, not %#x (KILL_PROCESS, or USER_NOTIF with a listener), for syscall %#x of arch %#x", ret, want, uint32(d.Nr), d.Arch)
 		}
 	}
 	return nil

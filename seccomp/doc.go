@@ -42,6 +42,7 @@
 //	func Compile(p *Policy) (*Filter, error)
 //	func Load(f *Filter) (listener int, err error)
 //	func Serve(ctx context.Context, listener int, f *Filter, count func(nr int), hold func(pid int) error) error
+//	func ServeAndKill(ctx context.Context, listener int, f *Filter, count func(nr int), hold func(pid int) error, killed func(tgid int)) error
 //	func SyscallName(nr int) string             // "syscall_N" if unknown
 //	func SyscallNumber(name string) (int, error)
 //
@@ -58,7 +59,10 @@
 //
 // Only the native architecture is in a filter: a call through another ABI
 // of the machine (int 0x80 into the i386 table, or an x32 number on
-// x86_64) kills the process (SECCOMP_RET_KILL_PROCESS, seen as SIGSYS).
+// x86_64) kills the process. A notify program sends it to the listener,
+// where Serve SIGKILLs the caller and ServeAndKill reports whom (evidence
+// a SIGSYS cannot be: any process can send itself one); the fallback
+// program kills with SECCOMP_RET_KILL_PROCESS, seen as SIGSYS.
 // Compile checks that on every program it makes, whatever libseccomp
 // version is linked.
 //

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -56,7 +58,25 @@ var (
 // A caller killed while its syscall waits is not counted if Serve had not
 // read its notification yet; a call interrupted by a signal and restarted
 // arrives, and is counted, again.
+//
+// A call through another ABI of the machine (Filter.Notify programs send
+// those here too, see build) is never answered: Serve kills the caller's
+// process with SIGKILL, as SECCOMP_RET_KILL_PROCESS would have, and the
+// syscall never runs.
 func Serve(ctx context.Context, listener int, f *Filter, count func(nr int), hold func(pid int) error) error {
+	return ServeAndKill(ctx, listener, f, count, hold, nil)
+}
+
+// ServeAndKill is Serve that also tells killed the thread group id (in the
+// listener's pid namespace) of each process it killed for a call through
+// another ABI: a record of the filter's kill that the process cannot
+// fake, unlike the SIGSYS that KILL_PROCESS leaves, which any process can
+// send itself.
+func ServeAndKill(ctx context.Context, listener int, f *Filter, count func(nr int), hold func(pid int) error, killed func(tgid int)) error {
+	arch, err := nativeArch()
+	if err != nil {
+		return err
+	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)
@@ -90,7 +110,7 @@ func Serve(ctx context.Context, listener int, f *Filter, count func(nr int), hol
 		case fds[1].Revents != 0:
 			return nil
 		case ev&unix.POLLIN != 0:
-			if err := answer(listener, f, count, hold); err != nil {
+			if err := answer(listener, arch, f, count, hold, killed); err != nil {
 				return err
 			}
 		case ev&unix.POLLNVAL != 0:
@@ -102,9 +122,9 @@ func Serve(ctx context.Context, listener int, f *Filter, count func(nr int), hol
 	return nil
 }
 
-// answer receives one notification and fails its syscall, or lets a held
-// one continue.
-func answer(listener int, f *Filter, count func(nr int), hold func(pid int) error) error {
+// answer receives one notification and fails its syscall, lets a held one
+// continue, or kills its caller for a call through another ABI.
+func answer(listener int, arch archInfo, f *Filter, count func(nr int), hold func(pid int) error, killed func(tgid int)) error {
 	// The kernel refuses a receive buffer that is not zeroed (EINVAL).
 	var n notif
 	if err := ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(&n)); err != nil {
@@ -115,26 +135,46 @@ func answer(listener int, f *Filter, count func(nr int), hold func(pid int) erro
 		}
 		return fmt.Errorf("ioctl(%d, SECCOMP_IOCTL_NOTIF_RECV): %w", listener, err)
 	}
+	if foreignABI(n.Data, arch) {
+		tgid, ok := killCaller(listener, &n)
+		if ok {
+			if killed != nil {
+				killed(tgid)
+			}
+			return nil
+		}
+		// Not killed (gone already, or not visible from here): fail the
+		// call; its number means nothing in the native table, so it is
+		// neither counted nor looked up.
+		return respond(listener, &n, int(unix.ENOSYS))
+	}
 	nr := int(n.Data.Nr)
-	var resp notifResp
 	if f.IsHold(nr) {
-		resp = notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 		if hold != nil {
 			if err := hold(int(n.Pid)); err != nil {
-				resp = notifResp{ID: n.ID, Error: -int32(unix.EPERM)}
+				return respond(listener, &n, int(unix.EPERM))
 			}
 		}
-	} else {
-		count(nr)
-		e := f.ErrnoFor(nr)
-		if !validErrno(e) {
-			// An error of 0 would let the denied syscall return success.
-			e = int(unix.EPERM)
-		}
-		// The kernel stores error as the syscall's return value unchecked
-		// (syscall_set_return_value), so it must be the negated errno.
-		resp = notifResp{ID: n.ID, Error: -int32(e)}
+		return send(listener, &n, notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE})
 	}
+	count(nr)
+	e := f.ErrnoFor(nr)
+	if !validErrno(e) {
+		// An error of 0 would let the denied syscall return success.
+		e = int(unix.EPERM)
+	}
+	return respond(listener, &n, e)
+}
+
+// respond fails the notified syscall with errno e.
+func respond(listener int, n *notif, e int) error {
+	// The kernel stores error as the syscall's return value unchecked
+	// (syscall_set_return_value), so it must be the negated errno.
+	return send(listener, n, notifResp{ID: n.ID, Error: -int32(e)})
+}
+
+// send answers notification n with resp.
+func send(listener int, n *notif, resp notifResp) error {
 	for {
 		err := ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
 		switch {
@@ -145,9 +185,59 @@ func answer(listener int, f *Filter, count func(nr int), hold func(pid int) erro
 		case errors.Is(err, unix.EINTR):
 			continue
 		default:
-			return fmt.Errorf("ioctl(%d, SECCOMP_IOCTL_NOTIF_SEND, %s): %w", listener, "syscall "+strconv.Itoa(nr), err)
+			return fmt.Errorf("ioctl(%d, SECCOMP_IOCTL_NOTIF_SEND, %s): %w", listener, "syscall "+strconv.Itoa(int(n.Data.Nr)), err)
 		}
 	}
+}
+
+// foreignABI tells a call through another ABI of the machine: another
+// audit arch (int 0x80 into the i386 table), or an x32 number.
+func foreignABI(d seccompData, arch archInfo) bool {
+	return d.Arch != arch.native || arch.x32 && uint32(d.Nr)&x32SyscallBit != 0
+}
+
+// seccompIoctlNotifIDValid is SECCOMP_IOCTL_NOTIF_ID_VALID as Linux 5.0
+// defined it, _IOR('!', 2, __u64); 5.17 corrected the direction to _IOW
+// and still accepts this value (linux/seccomp.h,
+// SECCOMP_IOCTL_NOTIF_ID_VALID_WRONG_DIR). x/sys/unix does not carry it.
+const seccompIoctlNotifIDValid = 0x40082102
+
+// killCaller SIGKILLs the process of the thread waiting in notification
+// n and returns its thread group id. The tgid is read while the thread
+// still waits, and SECCOMP_IOCTL_NOTIF_ID_VALID then confirms it has not
+// gone (and its pid been reused) since (seccomp_unotify(2)). SIGKILL to
+// any thread ends its whole thread group (signal(7)).
+func killCaller(listener int, n *notif) (int, bool) {
+	tid := int(n.Pid)
+	if tid <= 0 {
+		return 0, false // in a pid namespace the listener cannot see
+	}
+	tgid := tgidOf(tid)
+	id := n.ID
+	if ioctlPtr(listener, seccompIoctlNotifIDValid, unsafe.Pointer(&id)) != nil {
+		return 0, false
+	}
+	if unix.Kill(tid, unix.SIGKILL) != nil {
+		return 0, false
+	}
+	return tgid, true
+}
+
+// tgidOf reads the thread group id of thread tid from /proc, or returns
+// tid when /proc cannot tell (a thread group leader's tid is its tgid).
+func tgidOf(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return tid
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return tid
 }
 
 func ioctlPtr(fd int, req uint, arg unsafe.Pointer) error {

@@ -1,7 +1,7 @@
 """seccomp probe: try each syscall of sbx's issue 4 and print what happened.
 
 Prints one JSON object on stdout, {"probe": result}, where result is "ok",
-an errno name ("EPERM", "ENOSYS", ...) or "killed:SIGSYS" when the call
+an errno name ("EPERM", "ENOSYS", ...) or "killed:SIGKILL" (or "killed:SIGSYS" without a listener) when the call
 killed the process that made it. A key is "syscall" or "syscall:variant";
 the part before the first ":" is the syscall's name ("int0x80" and "x32"
 are the two other ABIs).

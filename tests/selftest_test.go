@@ -10,20 +10,8 @@ import (
 	"github.com/sbx-sandbox/sbx/doctor"
 )
 
-// selfTestAwaitingFixes are the self-test's attempts that issue 11's other
-// fixes make blocked; on a branch without them they are NOT BLOCKED. Once
-// they are merged, remove each from this list to make it required. (With
-// the ctl, initguard, procfs, proxy and report branches merged, all but
-// "forged SIGXCPU" were blocked as root.)
-var selfTestAwaitingFixes = map[string]string{
-	"forged SIGXCPU":     "finding 8: a status names a limit only on evidence",
-	"denial flood":       "finding 2, branch ctl: bound the denial map",
-	"proxy method flood": "finding 1, branch proxy: bound what the proxy records",
-}
-
 // `sbx doctor --self-test --json` runs every attempt on this host, as root
-// and unprivileged; each one that does not wait on another fix is blocked,
-// and the exit status says whether all were.
+// and unprivileged; every one is blocked, and the exit status says so.
 func TestDoctorSelfTest(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		out := r.exec(t, "", "doctor", "--self-test", "--json")
@@ -41,10 +29,6 @@ func TestDoctorSelfTest(t *testing.T) {
 			all = all && f.Blocked
 			if f.Means == "" || f.Detail == "" || f.Blocked != (f.Verdict == doctor.VerdictBlocked) {
 				t.Errorf("%s: %+v: want a verdict, a meaning and a detail", f.Name, f)
-			}
-			if why, waits := selfTestAwaitingFixes[f.Name]; waits {
-				t.Logf("%s: %s (%s; awaits %s)", f.Name, f.Verdict, f.Detail, why)
-				continue
 			}
 			if !f.Blocked {
 				t.Errorf("%s: %s: %s (blocked means: %s)", f.Name, f.Verdict, f.Detail, f.Means)
