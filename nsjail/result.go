@@ -90,6 +90,38 @@ type Result struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
+// newResult is the one constructor of a Result: every list of the schema
+// starts as [] and every object as {}, so that a Result of any status has
+// the same shape (issue 19, point 2: a client's `for f in r["files"]`
+// crashed on a setup_error's null).
+func newResult(id, profile string, start time.Time) *Result {
+	r := &Result{ID: id, Profile: profile, StartedAt: start.UTC()}
+	r.fillEmpty()
+	return r
+}
+
+// fillEmpty turns the nil lists and maps a step may have left (a failed
+// collection, a cut-short run) back into [] and {}. The fields whose null
+// means something (signal, network_summary, seccomp_denials) are not
+// touched; see DESIGN.md, "Result".
+func (r *Result) fillEmpty() {
+	if r.Files == nil {
+		r.Files = []FileEntry{}
+	}
+	if r.Inputs == nil {
+		r.Inputs = []InputEntry{}
+	}
+	if r.Network == nil {
+		r.Network = []netproxy.Attempt{}
+	}
+	if r.Limits == nil {
+		r.Limits = map[string]LimitInfo{}
+	}
+	if r.Layers == nil {
+		r.Layers = map[string]Layer{}
+	}
+}
+
 // Denial counts the refusals of one syscall.
 type Denial struct {
 	Syscall string `json:"syscall"`

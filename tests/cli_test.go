@@ -1,0 +1,66 @@
+//go:build integration
+
+package tests
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+// rawResult decodes the one JSON object sbx printed on stdout as a map, so
+// that a test sees null where a typed decode would see an empty value.
+func rawResult(t *testing.T, out output) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out.stdout))
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("no JSON Result on stdout (%v)\nstdout: %s\nstderr: %s", err, out.stdout, out.stderr)
+	}
+	if dec.More() {
+		t.Fatalf("more than one JSON value on stdout:\n%s", out.stdout)
+	}
+	return m
+}
+
+// checkShapes fails for each field of a Result whose JSON type is not the
+// one the schema gives it: lists are always lists, objects always objects
+// (issue 19, point 2).
+func checkShapes(t *testing.T, m map[string]any) {
+	t.Helper()
+	for _, k := range []string{"files", "inputs", "network"} {
+		if _, ok := m[k].([]any); !ok {
+			t.Errorf("%s is %#v, want a list", k, m[k])
+		}
+	}
+	for _, k := range []string{"limits", "layers", "usage"} {
+		if _, ok := m[k].(map[string]any); !ok {
+			t.Errorf("%s is %#v, want an object", k, m[k])
+		}
+	}
+}
+
+// TestSetupErrorListsAreLists: a setup_error Result has the same shape as
+// a successful one, so that `for f in r["files"]` works on every Result.
+func TestSetupErrorListsAreLists(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		for name, args := range map[string][]string{
+			"missing script": {"exec", "--json", data("no-such-script.py")},
+			"bad value":      {"exec", "--json", "--memory", "lots", "-c", "pass"},
+			"bad rootfs":     {"exec", "--json", "--rootfs", "/no/such/dir", data("hello.py")},
+		} {
+			t.Run(name, func(t *testing.T) {
+				out := r.exec(t, "", args...)
+				m := rawResult(t, out)
+				if m["status"] != string(nsjail.StatusSetupError) || out.code != nsjail.ExitSbxFailed {
+					t.Fatalf("status %v exit %d, want setup_error 125", m["status"], out.code)
+				}
+				checkShapes(t, m)
+			})
+		}
+		out := r.exec(t, "", "exec", "--json", data("hello.py"))
+		checkShapes(t, rawResult(t, out))
+	})
+}
