@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -115,7 +116,15 @@ func execCommand(rawArgs []string) *cli.Command {
 			"Exit status: the payload's own; 128+N if signal N killed it; 124 on a time\n" +
 			"limit; 137 on memory or another limit; 125 if sbx itself failed;\n" +
 			"126/127 if the program cannot be run / was not found.",
-		OnUsageError: usageError,
+		// A flag sbx cannot parse is a setup_error Result too, under
+		// --json: an embedding caller always gets a Result to parse.
+		OnUsageError: func(c *cli.Context, err error, sub bool) error {
+			err = usageError(c, err, sub)
+			if jsonRequested(rawArgs) {
+				printJSON(nsjail.SetupFailure(newRunID(), c.String("profile"), err))
+			}
+			return err
+		},
 		// The flags that set profile keys (--memory, --timeout, ...) come
 		// from the table profiles.Flags; see profile_cmd.go.
 		Flags: append([]cli.Flag{
@@ -152,7 +161,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 				err = fmt.Errorf("%w; %v", err, lerr)
 			}
 		}
-		if asJSON {
+		if asJSON || jsonRequested(rawArgs) {
 			printJSON(res)
 		}
 		return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
@@ -353,6 +362,30 @@ func payloadFromArgs(c *cli.Context, rawArgs []string) (nsjail.Payload, error) {
 		p.Argv = append([]string{"python3", dest}, args[1:]...)
 	}
 	return p, nil
+}
+
+// jsonRequested tells whether --json is among sbx's own arguments (those
+// before a "--"), wherever it stands: a run that fails before its flags
+// are all parsed, or whose script name came first (`sbx exec x.py
+// --json`), still answers with a Result. A successful run goes by the
+// parsed flag only, since arguments after the script are the script's.
+func jsonRequested(rawArgs []string) bool {
+	for _, a := range rawArgs {
+		if a == "--" {
+			return false
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "json" {
+			continue
+		}
+		if !hasVal {
+			return true
+		}
+		if b, err := strconv.ParseBool(val); err == nil {
+			return b
+		}
+	}
+	return false
 }
 
 // afterDoubleDash tells whether the n positional arguments at the end of

@@ -35,3 +35,25 @@ func TestParseFileFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestJSONRequested(t *testing.T) {
+	cases := []struct {
+		raw  []string
+		want bool
+	}{
+		{[]string{"sbx", "exec", "--json", "x.py"}, true},
+		{[]string{"sbx", "exec", "--bogus", "--json", "-c", "1"}, true},
+		{[]string{"sbx", "exec", "x.py", "--json"}, true},
+		{[]string{"sbx", "exec", "-json", "x.py"}, true},
+		{[]string{"sbx", "exec", "--json=true", "x.py"}, true},
+		{[]string{"sbx", "exec", "--json=false", "x.py"}, false},
+		{[]string{"sbx", "exec", "--jsonx", "x.py"}, false},
+		{[]string{"sbx", "exec", "--", "prog", "--json"}, false},
+		{[]string{"sbx", "exec", "-c", "json"}, false},
+	}
+	for _, tc := range cases {
+		if got := jsonRequested(tc.raw); got != tc.want {
+			t.Errorf("jsonRequested(%v) = %v", tc.raw, got)
+		}
+	}
+}

@@ -64,3 +64,52 @@ func TestSetupErrorListsAreLists(t *testing.T) {
 		checkShapes(t, rawResult(t, out))
 	})
 }
+
+// TestBadFlagGivesJSON: under --json, wherever it stands before "--", a
+// flag sbx cannot parse still gives one setup_error Result on stdout (and
+// the one-line reason on stderr), so that an embedding caller always has a
+// Result to parse (issue 19, point 3).
+func TestBadFlagGivesJSON(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		for _, tc := range []struct {
+			name string
+			args []string
+			want string // in the message
+		}{
+			{"unknown flag", []string{"exec", "--bogus", "--json", "-c", "pass"}, "bogus"},
+			{"bad bool", []string{"exec", "--json", "--debug-timings=maybe", "-c", "pass"}, "maybe"},
+			{"missing value", []string{"exec", "--json", "--profile"}, "profile"},
+			{"bad value", []string{"exec", "--json", "--memory", "1.5", "-c", "pass"}, "memory"},
+			{"missing script", []string{"exec", data("no-such-script.py"), "--json"}, "no-such-script.py"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				out := r.exec(t, "", tc.args...)
+				if out.code != nsjail.ExitSbxFailed {
+					t.Errorf("exit %d, want 125", out.code)
+				}
+				m := rawResult(t, out)
+				checkShapes(t, m)
+				msg, _ := m["message"].(string)
+				if m["status"] != string(nsjail.StatusSetupError) || m["exit_code"] != float64(nsjail.ExitSbxFailed) || !strings.Contains(msg, tc.want) {
+					t.Errorf("status %v exit_code %v message %q, want setup_error 125 naming %q", m["status"], m["exit_code"], msg, tc.want)
+				}
+				if id, _ := m["id"].(string); id == "" {
+					t.Errorf("no id")
+				}
+				if !strings.HasPrefix(out.stderr, "sbx: ") || !strings.Contains(out.stderr, tc.want) {
+					t.Errorf("stderr %q, want the reason", out.stderr)
+				}
+			})
+		}
+		// Without --json, or with it only among the payload's arguments,
+		// stdout stays the payload's: nothing is printed there.
+		for _, args := range [][]string{
+			{"exec", "--bogus", "-c", "pass"},
+			{"exec", "--bogus", "--", "/bin/echo", "--json"},
+		} {
+			if out := r.exec(t, "", args...); out.code != nsjail.ExitSbxFailed || out.stdout != "" {
+				t.Errorf("%v: exit %d stdout %q, want 125 and nothing", args, out.code, out.stdout)
+			}
+		}
+	})
+}
