@@ -169,7 +169,7 @@ func trialSandbox() (doctor.Check, *trialPython) {
 	switch {
 	case res.Status == nsjail.StatusSetupError:
 		return doctor.Check{Status: doctor.Fail, Detail: res.Message, Fix: "see the other checks; user namespaces are the usual cause"}, nil
-	case res.ExitCode == nsjail.ExitNotFound:
+	case res.Status == nsjail.StatusNotFound:
 		return doctor.Check{Status: doctor.OK, Detail: fmt.Sprintf("a sandbox was built and run in %v (no python3 in it)", time.Since(start).Round(time.Millisecond))}, nil
 	case res.Status != nsjail.StatusOK:
 		return doctor.Check{Status: doctor.Fail, Detail: fmt.Sprintf("the trial payload ended with %s: %s %s", res.Status, res.Message, strings.TrimSpace(res.Stderr))}, nil

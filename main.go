@@ -265,8 +265,6 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		printJSON(res)
 	} else if res.Status != nsjail.StatusOK && res.Status != nsjail.StatusExit && res.Status != nsjail.StatusSetupError {
 		fmt.Fprintf(os.Stderr, "sbx: %s: %s\n", res.Status, res.Message)
-	} else if res.ExitCode == nsjail.ExitNotFound || res.ExitCode == nsjail.ExitCannotExec {
-		fmt.Fprintf(os.Stderr, "sbx: %s\n", res.Message)
 	}
 	if res.Status == nsjail.StatusSetupError {
 		return cli.Exit(res.Message, nsjail.ExitSbxFailed)

@@ -24,11 +24,12 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 	}
 	switch {
 	case exit != nil && exit.ExecErrno != 0:
-		res.Status, res.ExitCode = StatusExit, ExitCannotExec
-		if syscall.Errno(exit.ExecErrno) == unix.ENOENT {
-			res.ExitCode = ExitNotFound
-		}
+		res.Status, res.ExitCode = StatusCannotExec, ExitCannotExec
 		res.Message = "cannot run the payload: " + exit.Msg
+		if syscall.Errno(exit.ExecErrno) == unix.ENOENT {
+			res.Status, res.ExitCode = StatusNotFound, ExitNotFound
+			res.Message = "the payload's program is not in the sandbox's root: " + exit.Msg
+		}
 	case exit != nil:
 		res.classifyWait(unix.WaitStatus(exit.WaitStatus))
 		s.usageFromExit(exit)

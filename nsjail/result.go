@@ -24,6 +24,11 @@ const (
 	StatusOutputLimit Status = "output_limit"
 	StatusSeccomp     Status = "seccomp"
 	StatusSetupError  Status = "setup_error"
+	// StatusNotFound and StatusCannotExec: the payload never ran, its
+	// execve failed with ENOENT (127) or another errno (126), as a
+	// shell's exit codes say; "exit" would blame the payload for it.
+	StatusNotFound   Status = "not_found"
+	StatusCannotExec Status = "cannot_exec"
 )
 
 // Exit codes of `sbx exec` besides the payload's own (DESIGN.md).
@@ -159,6 +164,10 @@ func (r *Result) ProcessExitCode() int {
 		return r.ExitCode
 	case StatusSignal:
 		return r.ExitCode
+	case StatusNotFound:
+		return ExitNotFound
+	case StatusCannotExec:
+		return ExitCannotExec
 	case StatusTimeout, StatusCPULimit:
 		return ExitTimeLimit
 	case StatusMemoryLimit, StatusPidsLimit, StatusOutputLimit, StatusSeccomp:

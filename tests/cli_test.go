@@ -113,3 +113,30 @@ func TestBadFlagGivesJSON(t *testing.T) {
 		}
 	})
 }
+
+// TestProgramNotFound: a program that is not in the sandbox's root is not
+// an `exit` of the payload: it is not_found (127), and one that cannot be
+// executed is cannot_exec (126), each with a message naming it (issue 19,
+// point 4).
+func TestProgramNotFound(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		for _, tc := range []struct {
+			prog   string
+			status nsjail.Status
+			code   int
+		}{
+			{"nosuchprog", "not_found", nsjail.ExitNotFound},
+			{"/no/such/prog", "not_found", nsjail.ExitNotFound},
+			{"/etc/passwd", "cannot_exec", nsjail.ExitCannotExec},
+		} {
+			res, out := r.result(t, "--", tc.prog)
+			if res.Status != tc.status || res.ExitCode != tc.code || out.code != tc.code || !strings.Contains(res.Message, tc.prog) {
+				t.Errorf("-- %s: status %s exit_code %d exit %d message %q, want %s %d naming it", tc.prog, res.Status, res.ExitCode, out.code, res.Message, tc.status, tc.code)
+			}
+			term := r.exec(t, "", "exec", "--", tc.prog)
+			if term.code != tc.code || !strings.Contains(term.stderr, "sbx: "+string(tc.status)+": ") || !strings.Contains(term.stderr, tc.prog) {
+				t.Errorf("-- %s in a terminal: exit %d stderr %q, want %d and the reason", tc.prog, term.code, term.stderr, tc.code)
+			}
+		}
+	})
+}
