@@ -4,6 +4,8 @@ package tests
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -136,6 +138,45 @@ func TestProgramNotFound(t *testing.T) {
 			term := r.exec(t, "", "exec", "--", tc.prog)
 			if term.code != tc.code || !strings.Contains(term.stderr, "sbx: "+string(tc.status)+": ") || !strings.Contains(term.stderr, tc.prog) {
 				t.Errorf("-- %s in a terminal: exit %d stderr %q, want %d and the reason", tc.prog, term.code, term.stderr, tc.code)
+			}
+		}
+	})
+}
+
+// TestAuditIDIsResultID: the audit line names the run's id as the Result
+// does, `id`, with the same value (issue 19, point 5).
+func TestAuditIDIsResultID(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		dir, err := os.MkdirTemp("", "auditid-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		os.Chmod(dir, 0o777)
+		log := filepath.Join(dir, "audit.jsonl")
+		var ids []string
+		for _, args := range [][]string{{data("hello.py")}, {data("no-such-script.py")}} {
+			res, _ := r.result(t, append([]string{"--audit-log", log}, args...)...)
+			ids = append(ids, res.ID)
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != len(ids) {
+			t.Fatalf("%d audit lines for %d runs", len(lines), len(ids))
+		}
+		for i, line := range lines {
+			var e map[string]any
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("line %d: %v", i+1, err)
+			}
+			if _, ok := e["run_id"]; ok {
+				t.Errorf("line %d still has run_id", i+1)
+			}
+			if e["id"] != ids[i] || ids[i] == "" {
+				t.Errorf("line %d: id %v, want the Result's %q", i+1, e["id"], ids[i])
 			}
 		}
 	})
