@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sbx-sandbox/sbx/audit"
+	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
@@ -75,17 +77,47 @@ func run(args []string) int {
 var exitCode int
 
 func usageError(c *cli.Context, err error, _ bool) error {
-	return cli.Exit(fmt.Sprintf("%v (see 'sbx %s --help')", err, c.Command.Name), nsjail.ExitSbxFailed)
+	return cli.Exit(fmt.Sprintf("%v (see '%s --help')", err, helpName(c)), nsjail.ExitSbxFailed)
+}
+
+// helpName is the command line that names c's command: "sbx", "sbx exec",
+// "sbx profile show". (Command.Name alone gave "sbx sbx" for the app's own
+// flags and "sbx show" for a subcommand's.)
+func helpName(c *cli.Context) string {
+	if c.Command != nil && c.Command.HelpName != "" {
+		return c.Command.HelpName
+	}
+	return "sbx"
+}
+
+// versionLine is what `sbx --version` and `sbx version` print, and what
+// doctor's report starts with.
+func versionLine() string {
+	return fmt.Sprintf("sbx version %s (commit %s, %s %s/%s)", version.Version(), version.Commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version and commit of this sbx",
+		Action: func(*cli.Context) error {
+			fmt.Println(versionLine())
+			return nil
+		},
+	}
 }
 
 func newApp(args []string) *cli.App {
+	// --version only: -v would read as --verbose to many.
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit of this sbx"}
+	cli.VersionPrinter = func(*cli.Context) { fmt.Println(versionLine()) }
 	return &cli.App{
-		Name:  "sbx",
-		Usage: "run untrusted code in a throwaway Linux sandbox",
+		Name:    "sbx",
+		Version: version.Version(),
+		Usage:   "run untrusted code in a throwaway Linux sandbox",
 		Description: "sbx runs a script or program in fresh user, mount, pid, net, ipc, uts and\n" +
 			"cgroup namespaces, on a read-only root, with a tmpfs workspace that dies\n" +
 			"with the run. No daemon, no root needed.",
-		HideVersion: true,
 		// run() prints errors and picks the exit code; cli's own handler
 		// would call os.Exit and skip deferred cleanup.
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -98,6 +130,7 @@ func newApp(args []string) *cli.App {
 			execCommand(args),
 			profileCommand(),
 			doctorCommand(),
+			versionCommand(),
 		},
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/netproxy"
 )
 
@@ -42,8 +43,11 @@ const (
 
 // Result is the one JSON object `sbx exec --json` prints.
 type Result struct {
-	ID         string    `json:"id"`
-	Profile    string    `json:"profile"`
+	ID      string `json:"id"`
+	Profile string `json:"profile"`
+	// Version and Commit say which sbx made the Result (internal/version).
+	Version    string    `json:"version"`
+	Commit     string    `json:"commit"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	Status     Status    `json:"status"`
@@ -100,7 +104,7 @@ type Result struct {
 // the same shape (issue 19, point 2: a client's `for f in r["files"]`
 // crashed on a setup_error's null).
 func newResult(id, profile string, start time.Time) *Result {
-	r := &Result{ID: id, Profile: profile, StartedAt: start.UTC()}
+	r := &Result{ID: id, Profile: profile, Version: version.Version(), Commit: version.Commit(), StartedAt: start.UTC()}
 	r.fillEmpty()
 	return r
 }

@@ -5,6 +5,7 @@ package tests
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -178,6 +179,73 @@ func TestAuditIDIsResultID(t *testing.T) {
 			if e["id"] != ids[i] || ids[i] == "" {
 				t.Errorf("line %d: id %v, want the Result's %q", i+1, e["id"], ids[i])
 			}
+		}
+	})
+}
+
+// TestVersion: `sbx --version` and `sbx version` print one line with the
+// version and commit the Makefile stamped in, and the Result, the audit
+// line and doctor carry the same (issue 19, point 7).
+func TestVersion(t *testing.T) {
+	head := ""
+	if os.Getenv("SBX_BIN") == "" {
+		if b, err := exec.Command("git", "-C", repoDir, "rev-parse", "HEAD").Output(); err == nil {
+			head = strings.TrimSpace(string(b))
+		}
+	}
+	forEach(t, func(t *testing.T, r runner) {
+		flag := r.exec(t, "", "--version")
+		cmd := r.exec(t, "", "version")
+		if flag.code != 0 || cmd.code != 0 || flag.stdout != cmd.stdout || !strings.HasPrefix(flag.stdout, "sbx version ") || strings.Count(flag.stdout, "\n") != 1 {
+			t.Errorf("--version: exit %d %q %q; version: exit %d %q %q; want one equal line each", flag.code, flag.stdout, flag.stderr, cmd.code, cmd.stdout, cmd.stderr)
+		}
+		dir, err := os.MkdirTemp("", "version-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		os.Chmod(dir, 0o777)
+		log := filepath.Join(dir, "audit.jsonl")
+		// Decoded by hand, so that this test also runs (and fails)
+		// against a binary from before the fields existed.
+		var res struct{ Version, Commit string }
+		m := rawResult(t, r.exec(t, "", "exec", "--json", "--audit-log", log, "-c", "pass"))
+		res.Version, _ = m["version"].(string)
+		res.Commit, _ = m["commit"].(string)
+		if res.Version == "" || res.Commit == "" {
+			t.Fatalf("Result version %q commit %q", res.Version, res.Commit)
+		}
+		if head != "" && res.Commit != head {
+			t.Errorf("Result commit %q, want the checkout's HEAD %s", res.Commit, head)
+		}
+		if want := "sbx version " + res.Version + " (commit " + res.Commit; !strings.HasPrefix(flag.stdout, want) {
+			t.Errorf("--version %q, want it to start %q", flag.stdout, want)
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e map[string]any
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e["version"] != res.Version || e["commit"] != res.Commit {
+			t.Errorf("audit version %v commit %v, want %s %s", e["version"], e["commit"], res.Version, res.Commit)
+		}
+		doc := r.exec(t, "", "doctor", "--json")
+		var d map[string]any
+		if err := json.Unmarshal([]byte(doc.stdout), &d); err != nil {
+			t.Fatalf("doctor --json: %v\n%s", err, doc.stdout)
+		}
+		if d["version"] != res.Version || d["commit"] != res.Commit {
+			t.Errorf("doctor version %v commit %v, want %s %s", d["version"], d["commit"], res.Version, res.Commit)
+		}
+		if text := r.exec(t, "", "doctor"); !strings.Contains(text.stdout, "sbx version "+res.Version) {
+			t.Errorf("doctor's report does not say the version:\n%s", text.stdout)
+		}
+		// The usage hint names the command once.
+		if bad := r.exec(t, "", "--bogus"); bad.code != nsjail.ExitSbxFailed || strings.Contains(bad.stderr, "sbx sbx") || !strings.Contains(bad.stderr, "'sbx --help'") {
+			t.Errorf("sbx --bogus: exit %d stderr %q", bad.code, bad.stderr)
 		}
 	})
 }
