@@ -77,7 +77,53 @@ func run(args []string) int {
 var exitCode int
 
 func usageError(c *cli.Context, err error, _ bool) error {
-	return cli.Exit(fmt.Sprintf("%v (see '%s --help')", err, helpName(c)), nsjail.ExitSbxFailed)
+	return cli.Exit(fmt.Sprintf("%v (see '%s --help')", explainFlagError(err, c.Command.Flags), helpName(c)), nsjail.ExitSbxFailed)
+}
+
+// explainFlagError rewrites the flag package's "flag provided but not
+// defined: -memroy" as "unknown flag --memroy (did you mean --memory?)",
+// the hint naming the closest of flags (as profile keys get one).
+func explainFlagError(err error, flags []cli.Flag) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return err.Error()
+	}
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	msg := "unknown flag " + dashed(name)
+	if best := profiles.Closest(name, names); best != "" {
+		msg += " (did you mean " + dashed(best) + "?)"
+	}
+	return msg
+}
+
+// dashed is a flag's name as it is written: -c, --memory.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// commandNotFound is for `sbx X` and `sbx profile X`: the hint names the
+// closest command and the help of the command that has them.
+func commandNotFound(c *cli.Context, name string) {
+	exitCode = nsjail.ExitSbxFailed
+	cmds := c.App.Commands
+	if c.Command != nil && len(c.Command.Subcommands) > 0 {
+		cmds = c.Command.Subcommands
+	}
+	var names []string
+	for _, cmd := range cmds {
+		names = append(names, cmd.Names()...)
+	}
+	msg := fmt.Sprintf("unknown command %q", name)
+	if best := profiles.Closest(name, names); best != "" {
+		msg += " (did you mean " + best + "?)"
+	}
+	fmt.Fprintf(os.Stderr, "sbx: %s (see '%s --help')\n", msg, helpName(c))
 }
 
 // helpName is the command line that names c's command: "sbx", "sbx exec",
@@ -120,12 +166,9 @@ func newApp(args []string) *cli.App {
 			"with the run. No daemon, no root needed.",
 		// run() prints errors and picks the exit code; cli's own handler
 		// would call os.Exit and skip deferred cleanup.
-		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError:   usageError,
-		CommandNotFound: func(c *cli.Context, name string) {
-			exitCode = nsjail.ExitSbxFailed
-			fmt.Fprintf(os.Stderr, "sbx: unknown command %q (see 'sbx --help')\n", name)
-		},
+		ExitErrHandler:  func(*cli.Context, error) {},
+		OnUsageError:    usageError,
+		CommandNotFound: commandNotFound,
 		Commands: []*cli.Command{
 			execCommand(args),
 			profileCommand(),

@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
 
 func TestAfterDoubleDash(t *testing.T) {
 	cases := []struct {
@@ -54,6 +59,22 @@ func TestJSONRequested(t *testing.T) {
 	for _, tc := range cases {
 		if got := jsonRequested(tc.raw); got != tc.want {
 			t.Errorf("jsonRequested(%v) = %v", tc.raw, got)
+		}
+	}
+}
+
+func TestExplainFlagError(t *testing.T) {
+	flags := []cli.Flag{&cli.StringFlag{Name: "memory"}, &cli.BoolFlag{Name: "json"}, &cli.StringFlag{Name: "c"}}
+	cases := map[string]string{
+		"flag provided but not defined: -memroy":   "unknown flag --memroy (did you mean --memory?)",
+		"flag provided but not defined: -jsn":      "unknown flag --jsn (did you mean --json?)",
+		"flag provided but not defined: -x":        "unknown flag -x (did you mean -c?)",
+		"flag provided but not defined: -zzzzzzzz": "unknown flag --zzzzzzzz",
+		"flag needs an argument: -memory":          "flag needs an argument: -memory",
+	}
+	for in, want := range cases {
+		if got := explainFlagError(errors.New(in), flags); got != want {
+			t.Errorf("%q: got %q, want %q", in, got, want)
 		}
 	}
 }

@@ -289,6 +289,24 @@ func abs(n int) int {
 	return n
 }
 
+// Closest is the candidate within two edits of word (the nearest, the
+// first of equals), or "": the "did you mean" of profile keys, also used
+// by the CLI for its flags and commands.
+func Closest(word string, cands []string) string {
+	if len(word) > 64 {
+		return ""
+	}
+	best, bestDist := "", 3
+	for _, c := range cands {
+		if abs(len(c)-len(word)) < bestDist {
+			if d := editDistance(word, c); d < bestDist {
+				best, bestDist = c, d
+			}
+		}
+	}
+	return best
+}
+
 // editDistance is the Levenshtein distance of two short strings.
 func editDistance(a, b string) int {
 	prev := make([]int, len(b)+1)

@@ -249,3 +249,47 @@ func TestVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestDidYouMean: a misspelled flag or command gets the name probably
+// meant, as a misspelled profile key does; `sbx profile show` alone shows
+// the default profile; a bad `sbx profile X` points to `sbx profile
+// --help` (issue 19, point 14).
+func TestDidYouMean(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		for _, tc := range []struct {
+			args []string
+			want []string // in stderr
+		}{
+			{[]string{"exec", "--memroy", "1G", "-c", "pass"}, []string{"--memroy", "did you mean --memory?", "'sbx exec --help'"}},
+			{[]string{"exec", "--jsno", "-c", "pass"}, []string{"did you mean --json?"}},
+			{[]string{"exce", "-c", "pass"}, []string{`"exce"`, "did you mean exec?", "'sbx --help'"}},
+			{[]string{"profile", "shwo", "strict"}, []string{`"shwo"`, "did you mean show?", "'sbx profile --help'"}},
+			{[]string{"profile", "show", "--jsno", "strict"}, []string{"did you mean --json?", "'sbx profile show --help'"}},
+			{[]string{"profile", "show", "strict", "--jsno"}, []string{"did you mean --json?", "'sbx profile show --help'"}},
+		} {
+			out := r.exec(t, "", tc.args...)
+			if out.code != nsjail.ExitSbxFailed || strings.Count(out.stderr, "\n") != 1 {
+				t.Errorf("%v: exit %d stderr %q, want 125 and one line", tc.args, out.code, out.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.stderr, w) {
+					t.Errorf("%v: stderr %q lacks %q", tc.args, out.stderr, w)
+				}
+			}
+		}
+		// Under --json the hint is in the Result's message too.
+		m := rawResult(t, r.exec(t, "", "exec", "--json", "--timout", "5s", "-c", "pass"))
+		if msg, _ := m["message"].(string); !strings.Contains(msg, "did you mean --timeout?") {
+			t.Errorf("--json --timout: message %q", msg)
+		}
+		// Nothing close: no hint.
+		if out := r.exec(t, "", "exec", "--zzzzzzzz", "-c", "pass"); strings.Contains(out.stderr, "did you mean") {
+			t.Errorf("--zzzzzzzz: stderr %q", out.stderr)
+		}
+		def := r.exec(t, "", "profile", "show")
+		named := r.exec(t, "", "profile", "show", "standard")
+		if def.code != 0 || def.stdout != named.stdout || !strings.HasPrefix(def.stdout, "# effective profile standard") {
+			t.Errorf("profile show: exit %d stdout %.80q stderr %q, want the default profile", def.code, def.stdout, def.stderr)
+		}
+	})
+}
