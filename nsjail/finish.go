@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/internal/units"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
@@ -48,7 +49,7 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		res.Message = fmt.Sprintf("CPU time limit of %v reached (all processes together); the sandbox was killed", s.job.Limits.CPUTime)
 	case "output_limit":
 		res.Status, res.ExitCode, res.Signal = StatusOutputLimit, ExitKilled, nil
-		res.Message = fmt.Sprintf("output limit of %d bytes per stream passed; the sandbox was killed", s.job.OutputLimit)
+		res.Message = fmt.Sprintf("output limit of %s per stream passed; the sandbox was killed", units.HumanSize(s.job.OutputLimit))
 	default:
 		s.classifyLimits(st, exit)
 	}

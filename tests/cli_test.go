@@ -293,3 +293,23 @@ func TestDidYouMean(t *testing.T) {
 		}
 	})
 }
+
+// TestMessagesQuoteAndUnits: a refused flag value is quoted as typed, not
+// as sbx parsed it, and limits are told in units, not byte counts (issue
+// 19, point 6).
+func TestMessagesQuoteAndUnits(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		out := r.exec(t, "", "exec", "--memory", "1.5", "-c", "pass")
+		if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, `--memory "1.5"`) {
+			t.Errorf("--memory 1.5: exit %d stderr %q, want the value as typed", out.code, out.stderr)
+		}
+		res, _ := r.result(t, "--output-limit", "1M", "--output-policy", "kill", data("flood.py"), "100")
+		if res.Status != nsjail.StatusOutputLimit || !strings.Contains(res.Message, "1 MiB") || strings.Contains(res.Message, "1048576") {
+			t.Errorf("output kill: status %s message %q, want output_limit saying 1 MiB", res.Status, res.Message)
+		}
+		res, _ = r.result(t, "--memory", "128M", data("memory_bomb.py"))
+		if enforcedByCgroup(res, "memory") && (!strings.Contains(res.Message, "128 MiB") || strings.Contains(res.Message, "134217728")) {
+			t.Errorf("memory limit: message %q, want it to say 128 MiB", res.Message)
+		}
+	})
+}
