@@ -58,7 +58,7 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		// The group saw every process, the init's few ms included.
 		u := &res.Usage
 		u.UserMS, u.SystemMS = st.UserCPU.Milliseconds(), st.SystemCPU.Milliseconds()
-		u.CPUMS = u.UserMS + u.SystemMS
+		u.CPUMS = (st.UserCPU + st.SystemCPU).Milliseconds()
 		if st.PeakMemoryBytes > 0 {
 			u.PeakMemoryBytes = st.PeakMemoryBytes
 		}

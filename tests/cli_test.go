@@ -313,3 +313,27 @@ func TestMessagesQuoteAndUnits(t *testing.T) {
 		}
 	})
 }
+
+// TestCPUTimePrecise: cpu_ms is not counted in scheduler ticks (4 ms at
+// HZ=250): it comes from the cgroup's ns counters or the rusage's µs, and
+// user_ms + system_ms add up to it (issue 19, point 6).
+func TestCPUTimePrecise(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		// With ns or µs counters a run's cpu_ms is a multiple of 4 one
+		// time in four: 8 runs all multiples are a 1 in 65536 chance.
+		var all []int64
+		ticks := true
+		for range 8 {
+			res := r.okResult(t, nil, "-c", "sum(range(10**5))")
+			u := res.Usage
+			all = append(all, u.CPUMS)
+			if u.CPUMS <= 0 || u.UserMS+u.SystemMS < u.CPUMS-1 || u.UserMS+u.SystemMS > u.CPUMS+1 {
+				t.Errorf("usage %+v: want cpu_ms > 0 and user_ms + system_ms = cpu_ms (±1)", u)
+			}
+			ticks = ticks && u.CPUMS%4 == 0
+		}
+		if ticks {
+			t.Errorf("cpu_ms of 8 runs %v: all multiples of 4 ms, the tick", all)
+		}
+	})
+}
