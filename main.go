@@ -211,7 +211,7 @@ func execCommand(rawArgs []string) *cli.Command {
 			&cli.StringSliceFlag{Name: "env", Usage: "set `KEY=VALUE` in the sandbox (repeatable); the host environment never enters"},
 			&cli.BoolFlag{Name: "debug-timings", Usage: "print how long each step of the run took, on stderr"},
 			&cli.StringFlag{Name: "output-dir", Usage: "copy the files the run created or changed in the workspace to `DIR` (regular files only; links are listed, never followed)"},
-			&cli.StringFlag{Name: "input-dir", Usage: "copy every regular file below `DIR` into the workspace, at the same relative paths"},
+			&cli.GenericFlag{Name: "input-dir", Value: &everyValue{}, Usage: "copy every regular file below `DIR` into the workspace, at the same relative paths (once)"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line about the run to `FILE` (fsync'd); a run that cannot be logged fails"},
 			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
 			&cli.StringSliceFlag{Name: "resolve", Usage: "with --net allow, resolve `NAME:PORT:ADDR` to ADDR for this run, like curl's --resolve (repeatable); NAME must still be allowed"},
@@ -261,7 +261,10 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		return fail(err)
 	}
 	var warnings []string
-	if dir := c.String("input-dir"); dir != "" {
+	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {
+		return fail(fmt.Errorf("--input-dir given twice (%s): give one directory, and single files with --file", strings.Join(*dirs, ", ")))
+	}
+	if dir := c.Generic("input-dir").(*everyValue).String(); dir != "" {
 		files, w, err := nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize))
 		if err != nil {
 			return fail(err)
@@ -347,6 +350,25 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	}
 	exitCode = res.ProcessExitCode()
 	return nil
+}
+
+// everyValue is a flag's value that keeps each time the flag was given,
+// so that a flag that takes one value can refuse a second instead of
+// letting the last silently win (issue 19, point 8). Unlike
+// cli.StringSliceFlag it does not split on commas: a path may hold one.
+type everyValue []string
+
+func (v *everyValue) Set(s string) error {
+	*v = append(*v, s)
+	return nil
+}
+
+// String is the value given last ("" if none).
+func (v *everyValue) String() string {
+	if len(*v) == 0 {
+		return ""
+	}
+	return (*v)[len(*v)-1]
 }
 
 // newProxy is the host side of --net allow: the profile's allowlist and

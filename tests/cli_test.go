@@ -337,3 +337,34 @@ func TestCPUTimePrecise(t *testing.T) {
 		}
 	})
 }
+
+// TestInputDirTwice: a second --input-dir is refused, not silently won by
+// the last (issue 19, point 8).
+func TestInputDirTwice(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		a, b := filepath.Join(dataDir, "inputs-a"), filepath.Join(dataDir, "inputs-b")
+		for _, d := range []string{a, b} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(d, 0o755)
+			os.WriteFile(filepath.Join(d, filepath.Base(d)+".txt"), []byte("x"), 0o644)
+		}
+		out := r.exec(t, "", "exec", "--input-dir", a, "--input-dir", b, "-c", "pass")
+		if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "--input-dir given twice") ||
+			!strings.Contains(out.stderr, a) || !strings.Contains(out.stderr, b) {
+			t.Errorf("two --input-dir: exit %d stderr %q, want 125 naming both", out.code, out.stderr)
+		}
+		m := rawResult(t, r.exec(t, "", "exec", "--json", "--input-dir", a, "--input-dir", b, "-c", "pass"))
+		if m["status"] != string(nsjail.StatusSetupError) {
+			t.Errorf("two --input-dir under --json: status %v", m["status"])
+		}
+		// One is still fine, and so is a directory with a comma in its name.
+		comma := filepath.Join(dataDir, "in,puts")
+		os.MkdirAll(comma, 0o755)
+		os.WriteFile(filepath.Join(comma, "x.txt"), []byte("x"), 0o644)
+		if out := r.exec(t, "", "exec", "--input-dir", comma, "-c", "print(open('x.txt').read())"); out.code != 0 || out.stdout != "x\n" {
+			t.Errorf("--input-dir %s: exit %d stdout %q stderr %q", comma, out.code, out.stdout, out.stderr)
+		}
+	})
+}
