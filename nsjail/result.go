@@ -148,8 +148,9 @@ type InputEntry struct {
 // Usage is what the run consumed.
 type Usage struct {
 	WallMS int64 `json:"wall_ms"`
-	// CPUMS is user+system time of every process of the payload, taken
-	// from the rusage of the children the init reaped.
+	// CPUMS is user+system time of every process of the payload: from
+	// the cgroup's counters (ns or µs) when there is one, else from the
+	// rusage (µs) of the children the init reaped.
 	CPUMS           int64 `json:"cpu_ms"`
 	UserMS          int64 `json:"user_ms"`
 	SystemMS        int64 `json:"system_ms"`
