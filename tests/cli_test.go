@@ -4,6 +4,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -365,6 +366,87 @@ func TestInputDirTwice(t *testing.T) {
 		os.WriteFile(filepath.Join(comma, "x.txt"), []byte("x"), 0o644)
 		if out := r.exec(t, "", "exec", "--input-dir", comma, "-c", "print(open('x.txt').read())"); out.code != 0 || out.stdout != "x\n" {
 			t.Errorf("--input-dir %s: exit %d stdout %q stderr %q", comma, out.code, out.stdout, out.stderr)
+		}
+	})
+}
+
+// resultSchema is the JSON type of every field of the Result, per
+// DESIGN.md "Result": "list", "object", "string", "number", "bool", with
+// "|null" where null means "not known / not there", and "?" where the
+// field is absent when empty. A field added to the Result must be added
+// here, with its type.
+var resultSchema = map[string]string{
+	"id": "string", "profile": "string", "version": "string", "commit": "string",
+	"started_at": "string", "finished_at": "string",
+	"status": "string", "exit_code": "number", "signal": "string|null", "message": "string",
+	"stdout": "string", "stderr": "string", "stdout_truncated": "bool", "stderr_truncated": "bool",
+	"stdout_bytes": "number", "stderr_bytes": "number",
+	"usage": "object", "limits": "object", "layers": "object", "pids_limit_hit": "bool",
+	"inputs": "list", "files": "list", "files_truncated": "bool", "files_truncated_reason": "string?",
+	"network": "list", "network_truncated": "bool", "network_summary": "object|null",
+	"seccomp_denials": "list|null", "warnings": "list?",
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "object"
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// TestResultContract runs one payload per status, as root and as uid
+// 65534, and checks that each Result has every field with its schema type
+// (issue 19, acceptance). memory_limit and pids_limit are left out: which
+// one a host reports depends on its cgroup (issue 19, point 1).
+func TestResultContract(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		for _, tc := range []struct {
+			status nsjail.Status
+			args   []string
+		}{
+			{nsjail.StatusOK, []string{"-c", "pass"}},
+			{nsjail.StatusExit, []string{data("exit3.py")}},
+			{nsjail.StatusSignal, []string{"-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"}},
+			{nsjail.StatusTimeout, []string{"--timeout", "0.5s", "-c", "import time; time.sleep(30)"}},
+			{nsjail.StatusCPULimit, []string{"--cpu-time", "1s", "--timeout", "20s", data("burn.py"), "1"}},
+			{nsjail.StatusOutputLimit, []string{"--output-limit", "1M", "--output-policy", "kill", data("flood.py"), "100"}},
+			{"not_found", []string{"--", "nosuchprog"}},
+			{"cannot_exec", []string{"--", "/etc/passwd"}},
+			{nsjail.StatusSetupError, []string{data("no-such-script.py")}},
+			{nsjail.StatusSetupError, []string{"--bogus", "-c", "pass"}},
+		} {
+			out := r.exec(t, "", append([]string{"exec", "--json"}, tc.args...)...)
+			m := rawResult(t, out)
+			if m["status"] != string(tc.status) {
+				t.Errorf("%v: status %v (%v), want %s", tc.args, m["status"], m["message"], tc.status)
+			}
+			for k, want := range resultSchema {
+				v, ok := m[k]
+				optional := strings.HasSuffix(want, "?")
+				want = strings.TrimSuffix(want, "?")
+				switch got := jsonType(v); {
+				case !ok && !optional:
+					t.Errorf("%s %v: no %s", tc.status, tc.args, k)
+				case ok && got != want && !strings.Contains("|"+want+"|", "|"+got+"|"):
+					t.Errorf("%s %v: %s is %s (%v), want %s", tc.status, tc.args, k, got, v, want)
+				}
+			}
+			for k := range m {
+				if _, ok := resultSchema[k]; !ok {
+					t.Errorf("%s: field %s is not in the test's schema", tc.status, k)
+				}
+			}
 		}
 	})
 }
