@@ -144,9 +144,14 @@ func versionLine() string {
 
 func versionCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version and commit of this sbx",
-		Action: func(*cli.Context) error {
+		Name:            "version",
+		Usage:           "print the version and commit of this sbx",
+		OnUsageError:    usageError,
+		HideHelpCommand: true,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError(c, fmt.Errorf("unexpected argument %q", c.Args().First()), false)
+			}
 			fmt.Println(versionLine())
 			return nil
 		},

@@ -244,6 +244,12 @@ func TestVersion(t *testing.T) {
 		if text := r.exec(t, "", "doctor"); !strings.Contains(text.stdout, "sbx version "+res.Version) {
 			t.Errorf("doctor's report does not say the version:\n%s", text.stdout)
 		}
+		if out := r.exec(t, "", "version", "--bogus"); out.code != nsjail.ExitSbxFailed || out.stderr != "sbx: unknown flag --bogus (see 'sbx version --help')\n" {
+			t.Errorf("version --bogus: exit %d stderr %q", out.code, out.stderr)
+		}
+		if out := r.exec(t, "", "version", "extra"); out.code != nsjail.ExitSbxFailed || out.stdout != "" {
+			t.Errorf("version extra: exit %d stdout %q", out.code, out.stdout)
+		}
 		// The usage hint names the command once.
 		if bad := r.exec(t, "", "--bogus"); bad.code != nsjail.ExitSbxFailed || strings.Contains(bad.stderr, "sbx sbx") || !strings.Contains(bad.stderr, "'sbx --help'") {
 			t.Errorf("sbx --bogus: exit %d stderr %q", bad.code, bad.stderr)
