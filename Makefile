@@ -4,7 +4,14 @@ GO      ?= go
 # keep glibc's NSS, which cannot be linked statically, out of the binary.
 TAGS    := netgo,osusergo,urfave_cli_no_docs
 OUT     ?= sbx
-LDFLAGS := -s -w -linkmode external -extldflags -static
+# The version and commit `sbx --version`, the Result, the audit line and
+# doctor report. Without git (a tarball), both stay empty and sbx falls
+# back to what `go build` recorded, else "dev" (internal/version).
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSPKG := github.com/sbx-sandbox/sbx/internal/version
+LDFLAGS := -s -w -linkmode external -extldflags -static \
+	-X $(VERSPKG).version=$(VERSION) -X $(VERSPKG).commit=$(COMMIT)
 export CGO_ENABLED := 1
 
 LIBSECCOMP_A := $(firstword $(wildcard /usr/lib/*/libseccomp.a /usr/lib/libseccomp.a /usr/lib64/libseccomp.a))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/doctor"
+	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
@@ -77,7 +78,10 @@ func doctorCommand() *cli.Command {
 // read directly.
 type doctorReport struct {
 	*doctor.Report
-	Cgroup struct {
+	// Version and Commit say which sbx made the report.
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Cgroup  struct {
 		Mode        string   `json:"mode"`
 		Controllers []string `json:"controllers"`
 	} `json:"cgroup"`
@@ -90,7 +94,7 @@ type trialPython struct {
 }
 
 func runDoctor() *doctorReport {
-	out := &doctorReport{}
+	out := &doctorReport{Version: version.Version(), Commit: version.Commit()}
 	mode, ctrls, cgErr := cgroup.Probe()
 	out.Cgroup.Mode, out.Cgroup.Controllers = string(mode), ctrls
 	if out.Cgroup.Controllers == nil {
@@ -169,7 +173,7 @@ func trialSandbox() (doctor.Check, *trialPython) {
 	switch {
 	case res.Status == nsjail.StatusSetupError:
 		return doctor.Check{Status: doctor.Fail, Detail: res.Message, Fix: "see the other checks; user namespaces are the usual cause"}, nil
-	case res.ExitCode == nsjail.ExitNotFound:
+	case res.Status == nsjail.StatusNotFound:
 		return doctor.Check{Status: doctor.OK, Detail: fmt.Sprintf("a sandbox was built and run in %v (no python3 in it)", time.Since(start).Round(time.Millisecond))}, nil
 	case res.Status != nsjail.StatusOK:
 		return doctor.Check{Status: doctor.Fail, Detail: fmt.Sprintf("the trial payload ended with %s: %s %s", res.Status, res.Message, strings.TrimSpace(res.Stderr))}, nil
@@ -210,7 +214,7 @@ func pythonCheck(py *trialPython) doctor.Check {
 }
 
 func printDoctor(r *doctorReport) {
-	fmt.Printf("sbx doctor: kernel %s, uid %d\n\n", r.Kernel, r.UID)
+	fmt.Printf("sbx doctor: %s, kernel %s, uid %d\n\n", versionLine(), r.Kernel, r.UID)
 	for _, c := range r.Checks {
 		fmt.Printf("  %-4s  %-18s %s\n", strings.ToUpper(string(c.Status)), c.Name, c.Detail)
 		if c.Fix != "" {

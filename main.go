@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sbx-sandbox/sbx/audit"
+	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
@@ -74,29 +77,108 @@ func run(args []string) int {
 var exitCode int
 
 func usageError(c *cli.Context, err error, _ bool) error {
-	return cli.Exit(fmt.Sprintf("%v (see 'sbx %s --help')", err, c.Command.Name), nsjail.ExitSbxFailed)
+	return cli.Exit(fmt.Sprintf("%v (see '%s --help')", explainFlagError(err, c.Command.Flags), helpName(c)), nsjail.ExitSbxFailed)
+}
+
+// explainFlagError rewrites the flag package's "flag provided but not
+// defined: -memroy" as "unknown flag --memroy (did you mean --memory?)",
+// the hint naming the closest of flags (as profile keys get one).
+func explainFlagError(err error, flags []cli.Flag) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return err.Error()
+	}
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	msg := "unknown flag " + dashed(name)
+	if best := profiles.Closest(name, names); best != "" {
+		msg += " (did you mean " + dashed(best) + "?)"
+	}
+	return msg
+}
+
+// dashed is a flag's name as it is written: -c, --memory.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// commandNotFound is for `sbx X` and `sbx profile X`: the hint names the
+// closest command and the help of the command that has them.
+func commandNotFound(c *cli.Context, name string) {
+	exitCode = nsjail.ExitSbxFailed
+	cmds := c.App.Commands
+	if c.Command != nil && len(c.Command.Subcommands) > 0 {
+		cmds = c.Command.Subcommands
+	}
+	var names []string
+	for _, cmd := range cmds {
+		names = append(names, cmd.Names()...)
+	}
+	msg := fmt.Sprintf("unknown command %q", name)
+	if best := profiles.Closest(name, names); best != "" {
+		msg += " (did you mean " + best + "?)"
+	}
+	fmt.Fprintf(os.Stderr, "sbx: %s (see '%s --help')\n", msg, helpName(c))
+}
+
+// helpName is the command line that names c's command: "sbx", "sbx exec",
+// "sbx profile show". (Command.Name alone gave "sbx sbx" for the app's own
+// flags and "sbx show" for a subcommand's.)
+func helpName(c *cli.Context) string {
+	if c.Command != nil && c.Command.HelpName != "" {
+		return c.Command.HelpName
+	}
+	return "sbx"
+}
+
+// versionLine is what `sbx --version` and `sbx version` print, and what
+// doctor's report starts with.
+func versionLine() string {
+	return fmt.Sprintf("sbx version %s (commit %s, %s %s/%s)", version.Version(), version.Commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:            "version",
+		Usage:           "print the version and commit of this sbx",
+		OnUsageError:    usageError,
+		HideHelpCommand: true,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError(c, fmt.Errorf("unexpected argument %q", c.Args().First()), false)
+			}
+			fmt.Println(versionLine())
+			return nil
+		},
+	}
 }
 
 func newApp(args []string) *cli.App {
+	// --version only: -v would read as --verbose to many.
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit of this sbx"}
+	cli.VersionPrinter = func(*cli.Context) { fmt.Println(versionLine()) }
 	return &cli.App{
-		Name:  "sbx",
-		Usage: "run untrusted code in a throwaway Linux sandbox",
+		Name:    "sbx",
+		Version: version.Version(),
+		Usage:   "run untrusted code in a throwaway Linux sandbox",
 		Description: "sbx runs a script or program in fresh user, mount, pid, net, ipc, uts and\n" +
 			"cgroup namespaces, on a read-only root, with a tmpfs workspace that dies\n" +
 			"with the run. No daemon, no root needed.",
-		HideVersion: true,
 		// run() prints errors and picks the exit code; cli's own handler
 		// would call os.Exit and skip deferred cleanup.
-		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError:   usageError,
-		CommandNotFound: func(c *cli.Context, name string) {
-			exitCode = nsjail.ExitSbxFailed
-			fmt.Fprintf(os.Stderr, "sbx: unknown command %q (see 'sbx --help')\n", name)
-		},
+		ExitErrHandler:  func(*cli.Context, error) {},
+		OnUsageError:    usageError,
+		CommandNotFound: commandNotFound,
 		Commands: []*cli.Command{
 			execCommand(args),
 			profileCommand(),
 			doctorCommand(),
+			versionCommand(),
 		},
 	}
 }
@@ -115,7 +197,15 @@ func execCommand(rawArgs []string) *cli.Command {
 			"Exit status: the payload's own; 128+N if signal N killed it; 124 on a time\n" +
 			"limit; 137 on memory or another limit; 125 if sbx itself failed;\n" +
 			"126/127 if the program cannot be run / was not found.",
-		OnUsageError: usageError,
+		// A flag sbx cannot parse is a setup_error Result too, under
+		// --json: an embedding caller always gets a Result to parse.
+		OnUsageError: func(c *cli.Context, err error, sub bool) error {
+			err = usageError(c, err, sub)
+			if jsonRequested(rawArgs) {
+				printJSON(nsjail.SetupFailure(newRunID(), c.String("profile"), err))
+			}
+			return err
+		},
 		// The flags that set profile keys (--memory, --timeout, ...) come
 		// from the table profiles.Flags; see profile_cmd.go.
 		Flags: append([]cli.Flag{
@@ -126,7 +216,7 @@ func execCommand(rawArgs []string) *cli.Command {
 			&cli.StringSliceFlag{Name: "env", Usage: "set `KEY=VALUE` in the sandbox (repeatable); the host environment never enters"},
 			&cli.BoolFlag{Name: "debug-timings", Usage: "print how long each step of the run took, on stderr"},
 			&cli.StringFlag{Name: "output-dir", Usage: "copy the files the run created or changed in the workspace to `DIR` (regular files only; links are listed, never followed)"},
-			&cli.StringFlag{Name: "input-dir", Usage: "copy every regular file below `DIR` into the workspace, at the same relative paths"},
+			&cli.GenericFlag{Name: "input-dir", Value: &everyValue{}, Usage: "copy every regular file below `DIR` into the workspace, at the same relative paths (once)"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line about the run to `FILE` (fsync'd); a run that cannot be logged fails"},
 			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
 			&cli.StringSliceFlag{Name: "resolve", Usage: "with --net allow, resolve `NAME:PORT:ADDR` to ADDR for this run, like curl's --resolve (repeatable); NAME must still be allowed"},
@@ -152,7 +242,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 				err = fmt.Errorf("%w; %v", err, lerr)
 			}
 		}
-		if asJSON {
+		if asJSON || jsonRequested(rawArgs) {
 			printJSON(res)
 		}
 		return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
@@ -176,7 +266,10 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		return fail(err)
 	}
 	var warnings []string
-	if dir := c.String("input-dir"); dir != "" {
+	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {
+		return fail(fmt.Errorf("--input-dir given twice (%s): give one directory, and single files with --file", strings.Join(*dirs, ", ")))
+	}
+	if dir := c.Generic("input-dir").(*everyValue).String(); dir != "" {
 		files, w, err := nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize))
 		if err != nil {
 			return fail(err)
@@ -256,14 +349,31 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		printJSON(res)
 	} else if res.Status != nsjail.StatusOK && res.Status != nsjail.StatusExit && res.Status != nsjail.StatusSetupError {
 		fmt.Fprintf(os.Stderr, "sbx: %s: %s\n", res.Status, res.Message)
-	} else if res.ExitCode == nsjail.ExitNotFound || res.ExitCode == nsjail.ExitCannotExec {
-		fmt.Fprintf(os.Stderr, "sbx: %s\n", res.Message)
 	}
 	if res.Status == nsjail.StatusSetupError {
 		return cli.Exit(res.Message, nsjail.ExitSbxFailed)
 	}
 	exitCode = res.ProcessExitCode()
 	return nil
+}
+
+// everyValue is a flag's value that keeps each time the flag was given,
+// so that a flag that takes one value can refuse a second instead of
+// letting the last silently win (issue 19, point 8). Unlike
+// cli.StringSliceFlag it does not split on commas: a path may hold one.
+type everyValue []string
+
+func (v *everyValue) Set(s string) error {
+	*v = append(*v, s)
+	return nil
+}
+
+// String is the value given last ("" if none).
+func (v *everyValue) String() string {
+	if len(*v) == 0 {
+		return ""
+	}
+	return (*v)[len(*v)-1]
 }
 
 // newProxy is the host side of --net allow: the profile's allowlist and
@@ -353,6 +463,30 @@ func payloadFromArgs(c *cli.Context, rawArgs []string) (nsjail.Payload, error) {
 		p.Argv = append([]string{"python3", dest}, args[1:]...)
 	}
 	return p, nil
+}
+
+// jsonRequested tells whether --json is among sbx's own arguments (those
+// before a "--"), wherever it stands: a run that fails before its flags
+// are all parsed, or whose script name came first (`sbx exec x.py
+// --json`), still answers with a Result. A successful run goes by the
+// parsed flag only, since arguments after the script are the script's.
+func jsonRequested(rawArgs []string) bool {
+	for _, a := range rawArgs {
+		if a == "--" {
+			return false
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "json" {
+			continue
+		}
+		if !hasVal {
+			return true
+		}
+		if b, err := strconv.ParseBool(val); err == nil {
+			return b
+		}
+	}
+	return false
 }
 
 // afterDoubleDash tells whether the n positional arguments at the end of

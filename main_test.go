@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
 
 func TestAfterDoubleDash(t *testing.T) {
 	cases := []struct {
@@ -32,6 +37,44 @@ func TestParseFileFlag(t *testing.T) {
 	for _, bad := range []string{"testdata/hello.py:../x", "testdata/hello.py:/abs", "/no/such", ":x", "testdata:x"} {
 		if _, err := parseFileFlag(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestJSONRequested(t *testing.T) {
+	cases := []struct {
+		raw  []string
+		want bool
+	}{
+		{[]string{"sbx", "exec", "--json", "x.py"}, true},
+		{[]string{"sbx", "exec", "--bogus", "--json", "-c", "1"}, true},
+		{[]string{"sbx", "exec", "x.py", "--json"}, true},
+		{[]string{"sbx", "exec", "-json", "x.py"}, true},
+		{[]string{"sbx", "exec", "--json=true", "x.py"}, true},
+		{[]string{"sbx", "exec", "--json=false", "x.py"}, false},
+		{[]string{"sbx", "exec", "--jsonx", "x.py"}, false},
+		{[]string{"sbx", "exec", "--", "prog", "--json"}, false},
+		{[]string{"sbx", "exec", "-c", "json"}, false},
+	}
+	for _, tc := range cases {
+		if got := jsonRequested(tc.raw); got != tc.want {
+			t.Errorf("jsonRequested(%v) = %v", tc.raw, got)
+		}
+	}
+}
+
+func TestExplainFlagError(t *testing.T) {
+	flags := []cli.Flag{&cli.StringFlag{Name: "memory"}, &cli.BoolFlag{Name: "json"}, &cli.StringFlag{Name: "c"}}
+	cases := map[string]string{
+		"flag provided but not defined: -memroy":   "unknown flag --memroy (did you mean --memory?)",
+		"flag provided but not defined: -jsn":      "unknown flag --jsn (did you mean --json?)",
+		"flag provided but not defined: -x":        "unknown flag -x (did you mean -c?)",
+		"flag provided but not defined: -zzzzzzzz": "unknown flag --zzzzzzzz",
+		"flag needs an argument: -memory":          "flag needs an argument: -memory",
+	}
+	for in, want := range cases {
+		if got := explainFlagError(errors.New(in), flags); got != want {
+			t.Errorf("%q: got %q, want %q", in, got, want)
 		}
 	}
 }

@@ -39,8 +39,8 @@ func profileCommand() *cli.Command {
 			{
 				Name:      "show",
 				Usage:     "print the effective profile: every value and where it came from",
-				ArgsUsage: "NAME|FILE",
-				Description: "Prints the profile after extends and flags are applied, as TOML, each value\n" +
+				ArgsUsage: "[NAME|FILE]",
+				Description: "Prints the profile (default: " + profiles.DefaultName + ") after extends and flags are applied, as TOML, each value\n" +
 					"with a comment naming its source: a file and line, a flag, or \"default\".\n" +
 					"The exec flags (--memory, --timeout, ...) may be given to see their effect.\n" +
 					"A profile that turns a security layer off gets a WARNING line on stderr.",
@@ -148,14 +148,16 @@ type showJSON struct {
 }
 
 func profileShow(c *cli.Context) error {
-	if c.NArg() == 0 {
-		return profileUsage(c, "want a profile NAME or FILE")
+	// With no name, the profile `sbx exec` uses by default.
+	name := profiles.DefaultName
+	if c.NArg() > 0 {
+		name = c.Args().First()
 	}
 	after, err := trailingFlags(c, c.Args().Tail())
 	if err != nil {
-		return profileUsage(c, err.Error())
+		return profileUsage(c, explainFlagError(err, c.Command.Flags))
 	}
-	p, err := profiles.Load(c.Args().First())
+	p, err := profiles.Load(name)
 	if err == nil {
 		err = p.ApplyFlags(flagValues(after, c))
 	}

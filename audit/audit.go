@@ -20,7 +20,11 @@ import (
 
 // Entry is one line of the log. Output is included only when asked.
 type Entry struct {
-	RunID         string    `json:"run_id"`
+	// ID is the Result's id, under the Result's name (it was run_id
+	// before issue 19, point 5).
+	ID            string    `json:"id"`
+	Version       string    `json:"version"`
+	Commit        string    `json:"commit"`
 	StartedAt     time.Time `json:"started_at"`
 	FinishedAt    time.Time `json:"finished_at"`
 	InvokingUID   int       `json:"invoking_uid"`
@@ -129,7 +133,7 @@ func (l *Log) Close() error { return l.f.Close() }
 // and stderr.
 func FromResult(res *nsjail.Result, withOutput bool) *Entry {
 	e := &Entry{
-		RunID: res.ID, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, InvokingUID: os.Getuid(),
+		ID: res.ID, Version: res.Version, Commit: res.Commit, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, InvokingUID: os.Getuid(),
 		Profile: res.Profile, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
 		ExitCode: res.ExitCode, Signal: res.Signal, Message: res.Message, Files: res.Files,
 		Network: res.Network, Denials: res.SeccompDenials,

@@ -115,7 +115,7 @@ func Judge(a Attempt, o *Outcome) Finding {
 		f.Detail = "no Result"
 	case o.Result.Status == nsjail.StatusSetupError:
 		f.Detail = "the sandbox could not be built: " + o.Result.Message
-	case o.Result.Status == nsjail.StatusExit && (o.Result.ExitCode == nsjail.ExitNotFound || o.Result.ExitCode == nsjail.ExitCannotExec):
+	case o.Result.Status == nsjail.StatusNotFound || o.Result.Status == nsjail.StatusCannotExec:
 		f.Detail = "python3 could not be run in the rootfs: " + o.Result.Message
 	default:
 		f.Blocked, f.Detail = a.Judge(o)

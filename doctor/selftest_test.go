@@ -71,7 +71,7 @@ func TestNothingVerifiedIsNotBlocked(t *testing.T) {
 		"error":       {Err: errors.New("no python3")},
 		"setup error": {Result: &nsjail.Result{Status: nsjail.StatusSetupError, Message: "sbx init: pivot_root: EPERM"}},
 		"no output":   {Result: &nsjail.Result{Status: nsjail.StatusExit, Stderr: "Traceback"}},
-		"no python3":  {Result: &nsjail.Result{Status: nsjail.StatusExit, ExitCode: nsjail.ExitNotFound, Message: "python3: not found"}},
+		"no python3":  {Result: &nsjail.Result{Status: nsjail.StatusNotFound, ExitCode: nsjail.ExitNotFound, Message: "python3: not found"}},
 	} {
 		f := Judge(a, o)
 		if f.Blocked || (name != "no output") != (f.Verdict == VerdictError) {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/internal/units"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
@@ -38,7 +39,7 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		// The group saw every process, the init's few ms included.
 		u := &res.Usage
 		u.UserMS, u.SystemMS = st.UserCPU.Milliseconds(), st.SystemCPU.Milliseconds()
-		u.CPUMS = u.UserMS + u.SystemMS
+		u.CPUMS = (st.UserCPU + st.SystemCPU).Milliseconds()
 		if st.PeakMemoryBytes > 0 {
 			u.PeakMemoryBytes = st.PeakMemoryBytes
 		}
@@ -58,11 +59,12 @@ func (s *supervisor) classify(exit *StatusMsg, st *cgroup.Stats) {
 	res := s.res
 	switch {
 	case exit != nil && exit.ExecErrno != 0:
-		res.Status, res.ExitCode = StatusExit, ExitCannotExec
-		if syscall.Errno(exit.ExecErrno) == unix.ENOENT {
-			res.ExitCode = ExitNotFound
-		}
+		res.Status, res.ExitCode = StatusCannotExec, ExitCannotExec
 		res.Message = "cannot run the payload: " + exit.Msg
+		if syscall.Errno(exit.ExecErrno) == unix.ENOENT {
+			res.Status, res.ExitCode = StatusNotFound, ExitNotFound
+			res.Message = "the payload's program is not in the sandbox's root: " + exit.Msg
+		}
 	case exit != nil:
 		ws := unix.WaitStatus(exit.WaitStatus)
 		res.classifyWait(ws)
@@ -80,7 +82,7 @@ func (s *supervisor) classify(exit *StatusMsg, st *cgroup.Stats) {
 		res.Message = fmt.Sprintf("CPU time limit of %v reached (all processes together); the sandbox was killed", s.job.Limits.CPUTime)
 	case "output_limit":
 		res.Status, res.ExitCode, res.Signal = StatusOutputLimit, ExitKilled, nil
-		res.Message = fmt.Sprintf("output limit of %d bytes per stream passed; the sandbox was killed", s.job.OutputLimit)
+		res.Message = fmt.Sprintf("output limit of %s per stream passed; the sandbox was killed", units.HumanSize(s.job.OutputLimit))
 	default:
 		s.classifyLimits(st, exit)
 	}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/sbx-sandbox/sbx/internal/units"
 )
 
 // Input caps: inputs are streamed through a pipe into a tmpfs, so they
@@ -54,7 +56,7 @@ func InputsFromDir(dir string, maxBytes int64) ([]File, []string, error) {
 		}
 		total += info.Size()
 		if total > maxBytes {
-			return fmt.Errorf("--input-dir %s: more than %d bytes, the workspace's size", dir, maxBytes)
+			return fmt.Errorf("--input-dir %s: more than %s, the workspace's size", dir, units.HumanSize(maxBytes))
 		}
 		files = append(files, File{Path: filepath.ToSlash(rel), Source: p, Mode: uint32(info.Mode().Perm())})
 		return nil

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/internal/units"
 )
 
 // Limits are the resource limits of one run beyond the tmpfs caps and
@@ -272,7 +273,7 @@ func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {
 	switch {
 	case st != nil && st.OOMKills > 0 && (exit == nil || ws.Signaled() && ws.Signal() == unix.SIGKILL):
 		res.Status, res.ExitCode = StatusMemoryLimit, ExitKilled
-		res.Message = fmt.Sprintf("memory limit of %d bytes reached: the kernel's OOM killer ended the payload", s.job.Limits.MemoryBytes)
+		res.Message = fmt.Sprintf("memory limit of %s reached: the kernel's OOM killer ended the payload", units.HumanSize(s.job.Limits.MemoryBytes))
 	case st != nil && st.PidsMaxEvents > 0:
 		res.PidsLimitHit = true
 		// The pids controller never kills: the run ended because of it

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/netproxy"
 )
 
@@ -24,6 +25,11 @@ const (
 	StatusOutputLimit Status = "output_limit"
 	StatusSeccomp     Status = "seccomp"
 	StatusSetupError  Status = "setup_error"
+	// StatusNotFound and StatusCannotExec: the payload never ran, its
+	// execve failed with ENOENT (127) or another errno (126), as a
+	// shell's exit codes say; "exit" would blame the payload for it.
+	StatusNotFound   Status = "not_found"
+	StatusCannotExec Status = "cannot_exec"
 )
 
 // Exit codes of `sbx exec` besides the payload's own (DESIGN.md).
@@ -37,8 +43,11 @@ const (
 
 // Result is the one JSON object `sbx exec --json` prints.
 type Result struct {
-	ID         string    `json:"id"`
-	Profile    string    `json:"profile"`
+	ID      string `json:"id"`
+	Profile string `json:"profile"`
+	// Version and Commit say which sbx made the Result (internal/version).
+	Version    string    `json:"version"`
+	Commit     string    `json:"commit"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	Status     Status    `json:"status"`
@@ -91,6 +100,38 @@ type Result struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
+// newResult is the one constructor of a Result: every list of the schema
+// starts as [] and every object as {}, so that a Result of any status has
+// the same shape (issue 19, point 2: a client's `for f in r["files"]`
+// crashed on a setup_error's null).
+func newResult(id, profile string, start time.Time) *Result {
+	r := &Result{ID: id, Profile: profile, Version: version.Version(), Commit: version.Commit(), StartedAt: start.UTC()}
+	r.fillEmpty()
+	return r
+}
+
+// fillEmpty turns the nil lists and maps a step may have left (a failed
+// collection, a cut-short run) back into [] and {}. The fields whose null
+// means something (signal, network_summary, seccomp_denials) are not
+// touched; see DESIGN.md, "Result".
+func (r *Result) fillEmpty() {
+	if r.Files == nil {
+		r.Files = []FileEntry{}
+	}
+	if r.Inputs == nil {
+		r.Inputs = []InputEntry{}
+	}
+	if r.Network == nil {
+		r.Network = []netproxy.Attempt{}
+	}
+	if r.Limits == nil {
+		r.Limits = map[string]LimitInfo{}
+	}
+	if r.Layers == nil {
+		r.Layers = map[string]Layer{}
+	}
+}
+
 // DenialOther is the Syscall of the Denial that counts together the calls
 // of every syscall past the first few hundred distinct ones (a payload
 // can make calls with millions of numbers).
@@ -114,8 +155,9 @@ type InputEntry struct {
 // Usage is what the run consumed.
 type Usage struct {
 	WallMS int64 `json:"wall_ms"`
-	// CPUMS is user+system time of every process of the payload, taken
-	// from the rusage of the children the init reaped.
+	// CPUMS is user+system time of every process of the payload: from
+	// the cgroup's counters (ns or µs) when there is one, else from the
+	// rusage (µs) of the children the init reaped.
 	CPUMS           int64 `json:"cpu_ms"`
 	UserMS          int64 `json:"user_ms"`
 	SystemMS        int64 `json:"system_ms"`
@@ -134,6 +176,10 @@ func (r *Result) ProcessExitCode() int {
 		return r.ExitCode
 	case StatusSignal:
 		return r.ExitCode
+	case StatusNotFound:
+		return ExitNotFound
+	case StatusCannotExec:
+		return ExitCannotExec
 	case StatusTimeout, StatusCPULimit:
 		return ExitTimeLimit
 	case StatusMemoryLimit, StatusPidsLimit, StatusOutputLimit, StatusSeccomp:

@@ -51,3 +51,13 @@ func TestProcessExitCode(t *testing.T) {
 		}
 	}
 }
+
+// TestExecFailureExitCodes: a payload that never ran exits like a shell
+// says: 127 not found, 126 cannot execute (issue 19, point 4).
+func TestExecFailureExitCodes(t *testing.T) {
+	for st, want := range map[Status]int{StatusNotFound: ExitNotFound, StatusCannotExec: ExitCannotExec} {
+		if got := (&Result{Status: st}).ProcessExitCode(); got != want {
+			t.Errorf("%s: ProcessExitCode() = %d, want %d", st, got, want)
+		}
+	}
+}

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
-	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
@@ -84,7 +83,7 @@ const ReportGrace = 10 * time.Second
 // sbx itself is StatusSetupError with the reason in Message.
 func Run(ctx context.Context, job *Job) *Result {
 	start := time.Now()
-	res := &Result{ID: job.Spec.ID, Profile: job.Spec.Profile, StartedAt: start.UTC()}
+	res := newResult(job.Spec.ID, job.Spec.Profile, start)
 	s := &supervisor{job: job, res: res, inputsDone: make(chan struct{})}
 	s.tl.on = job.Timings != nil
 	if job.T0 != 0 {
@@ -100,16 +99,8 @@ func Run(ctx context.Context, job *Job) *Result {
 		res.Stdout, res.StdoutTruncated, res.StdoutBytes = s.stdout.String(), s.stdout.Truncated(), s.stdout.Total()
 		res.Stderr, res.StderrTruncated, res.StderrBytes = s.stderr.String(), s.stderr.Truncated(), s.stderr.Total()
 	}
-	if res.Files == nil {
-		res.Files = []FileEntry{}
-	}
-	if res.Inputs == nil {
-		res.Inputs = []InputEntry{}
-	}
-	if res.Network == nil {
-		res.Network = []netproxy.Attempt{}
-	}
 	res.Warnings = s.warnings
+	res.fillEmpty()
 	end := time.Now()
 	res.FinishedAt = end.UTC()
 	res.Usage.WallMS = end.Sub(start).Milliseconds()
@@ -123,9 +114,11 @@ func Run(ctx context.Context, job *Job) *Result {
 // SetupFailure is the Result of a run that failed before a sandbox
 // existed (a bad flag, a missing file).
 func SetupFailure(id, profile string, err error) *Result {
-	now := time.Now().UTC()
-	return &Result{ID: id, Profile: profile, StartedAt: now, FinishedAt: now,
-		Status: StatusSetupError, ExitCode: ExitSbxFailed, Message: err.Error()}
+	now := time.Now()
+	res := newResult(id, profile, now)
+	res.FinishedAt = res.StartedAt
+	res.Status, res.ExitCode, res.Message = StatusSetupError, ExitSbxFailed, err.Error()
+	return res
 }
 
 type supervisor struct {

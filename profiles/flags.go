@@ -79,7 +79,7 @@ func (p *Profile) ApplyFlags(value func(name string) ([]string, bool)) error {
 		if !ok {
 			continue
 		}
-		o := Origin{Kind: FromFlag, Name: "--" + fl.Name}
+		o := Origin{Kind: FromFlag, Name: "--" + fl.Name, Text: strings.Join(vals, ",")}
 		if err := lookupField(fl.Key).setFlag(p, vals); err != nil {
 			errs = append(errs, newError(o, "%s %s: %v", o.Name, strconv.Quote(strings.Join(vals, ",")), err))
 			continue

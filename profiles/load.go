@@ -38,6 +38,9 @@ type Origin struct {
 	// with its dashes ("--memory").
 	Name string `json:"name,omitempty"`
 	Line int    `json:"line,omitempty"`
+	// Text is a flag's value as the user typed it, so that an error
+	// quotes "1.5", not the "2" (bytes) it was read as.
+	Text string `json:"-"`
 }
 
 // String is how `sbx profile show` prints an origin: "default",

@@ -261,25 +261,15 @@ func suggest(key string) string {
 			return " (did you mean " + f.key + "?)"
 		}
 	}
-	best, bestDist := "", 3
-	try := func(cand string) {
-		// The distance is at least the difference in length.
-		if abs(len(cand)-len(key)) < bestDist {
-			if d := editDistance(key, cand); d < bestDist {
-				best, bestDist = cand, d
-			}
-		}
-	}
+	cands := make([]string, 0, len(fields)+len(tables))
 	for _, f := range fields {
-		try(f.key)
+		cands = append(cands, f.key)
 	}
-	for _, tbl := range tables {
-		try(tbl)
+	cands = append(cands, tables...)
+	if best := Closest(key, cands); best != "" {
+		return " (did you mean " + best + "?)"
 	}
-	if best == "" {
-		return ""
-	}
-	return " (did you mean " + best + "?)"
+	return ""
 }
 
 func abs(n int) int {
@@ -287,6 +277,25 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+// Closest is the candidate within two edits of word (the nearest, the
+// first of equals), or "": the "did you mean" of profile keys, also used
+// by the CLI for its flags and commands.
+func Closest(word string, cands []string) string {
+	if len(word) > 64 {
+		return ""
+	}
+	best, bestDist := "", 3
+	for _, c := range cands {
+		// The distance is at least the difference in length.
+		if abs(len(c)-len(word)) < bestDist {
+			if d := editDistance(word, c); d < bestDist {
+				best, bestDist = c, d
+			}
+		}
+	}
+	return best
 }
 
 // editDistance is the Levenshtein distance of two short strings.

@@ -74,7 +74,11 @@ func (f *field) validate(p *Profile) string {
 func (p *Profile) problem(key string, value any, reason string) *Error {
 	o := p.Origin(key)
 	if o.Kind == FromFlag {
-		return newError(o, "%s %s: %s", o.Name, strconv.Quote(flagText(value)), reason)
+		text := o.Text
+		if text == "" {
+			text = flagText(value)
+		}
+		return newError(o, "%s %s: %s", o.Name, strconv.Quote(text), reason)
 	}
 	return newError(o, "%s = %s: %s", key, formatTOML(value), reason)
 }

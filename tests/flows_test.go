@@ -187,7 +187,7 @@ func TestAuditLog(t *testing.T) {
 			if n >= len(runs) {
 				continue
 			}
-			for _, k := range []string{"run_id", "started_at", "finished_at", "invoking_uid", "profile", "profile_sha256", "code_sha256", "inputs", "usage", "status", "files"} {
+			for _, k := range []string{"id", "started_at", "finished_at", "invoking_uid", "profile", "profile_sha256", "code_sha256", "inputs", "usage", "status", "files"} {
 				if _, ok := e[k]; !ok {
 					t.Errorf("line %d lacks %s", n+1, k)
 				}

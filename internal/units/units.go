@@ -9,6 +9,7 @@ package units
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -79,6 +80,28 @@ func FormatSize(n int64) string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// HumanSize is n for a sentence, in the binary unit FormatSize picks:
+// "1 GiB", "1.5 GiB", "128 MiB", "512 bytes". A size that no unit holds to
+// one decimal keeps its byte count: "976.6 KiB (1000000 bytes)".
+func HumanSize(n int64) string {
+	s := FormatSize(n)
+	if u := s[len(s)-1]; u < '0' || u > '9' {
+		return s[:len(s)-1] + " " + string(u) + "iB"
+	}
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.m {
+			return fmt.Sprintf("%.1f %s (%d bytes)", float64(n)/float64(u.m), u.s, n)
+		}
+	}
+	if n == 1 {
+		return "1 byte"
+	}
+	return s + " bytes"
 }
 
 // ParseDuration reads Go durations ("1.5s", "500ms", "2m", "1h30m") and a

@@ -32,6 +32,17 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[int64]string{
+		1 << 30: "1 GiB", 3 << 29: "1.5 GiB", 128 << 20: "128 MiB", 1 << 20: "1 MiB",
+		512: "512 bytes", 1: "1 byte", 0: "0 bytes", 1000000: "976.6 KiB (1000000 bytes)",
+	} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestFormatSize(t *testing.T) {
 	for n, want := range map[int64]string{
 		0: "0", 100: "100", 1024: "1K", 256 << 20: "256M", 3 << 29: "1.5G", 1025: "1025",
