@@ -31,8 +31,8 @@ func TestClassify(t *testing.T) {
 	}{
 		{"exit 0", "", Limits{}, nil, &StatusMsg{Kind: kindExit}, nil, StatusOK, 0, ""},
 		{"exit 3", "", Limits{}, nil, &StatusMsg{Kind: kindExit, WaitStatus: 3 << 8}, nil, StatusExit, 3, ""},
-		{"not found", "", Limits{}, nil, &StatusMsg{Kind: kindExit, ExecErrno: int(unix.ENOENT)}, nil, StatusExit, ExitNotFound, ""},
-		{"cannot exec", "", Limits{}, nil, &StatusMsg{Kind: kindExit, ExecErrno: int(unix.EACCES)}, nil, StatusExit, ExitCannotExec, ""},
+		{"not found", "", Limits{}, nil, &StatusMsg{Kind: kindExit, ExecErrno: int(unix.ENOENT)}, nil, StatusNotFound, ExitNotFound, ""},
+		{"cannot exec", "", Limits{}, nil, &StatusMsg{Kind: kindExit, ExecErrno: int(unix.EACCES)}, nil, StatusCannotExec, ExitCannotExec, ""},
 		{"SIGSEGV", "", Limits{}, nil, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGSEGV)}, nil, StatusSignal, 139, "SIGSEGV"},
 
 		{"forged SIGXCPU, rlimit", "", Limits{CPUTime: 5 * time.Second}, rl5,
