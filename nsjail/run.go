@@ -158,6 +158,9 @@ type supervisor struct {
 	// overflow fires once when a stream passes the output cap under the
 	// kill policy.
 	overflow chan struct{}
+	// cpuAtKill is the total CPU measured when the run passed its CPU
+	// time limit (killedFor "cpu_limit").
+	cpuAtKill time.Duration
 }
 
 type compiled struct {
@@ -360,6 +363,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 	phase := "setup" // what the deadline timer is guarding
 	var wall <-chan time.Time
 	var cpuTick <-chan time.Time
+	var cpuOver <-chan time.Duration // the /proc total, without a cgroup
 	var exit *StatusMsg
 	var stepErr error
 	hardKill := func() {
@@ -382,7 +386,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 			return
 		}
 		s.killedFor = why
-		wall, cpuTick = nil, nil
+		wall, cpuTick, cpuOver = nil, nil, nil
 		s.sendControl(Control{Kill: true})
 		phase = "kill"
 		deadline.Reset(killGrace)
@@ -426,13 +430,22 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 					t := time.NewTicker(20 * time.Millisecond)
 					defer t.Stop()
 					cpuTick = t.C
+				} else if job.Limits.CPUTime > 0 {
+					// No cgroup: the total from /proc (cputotal_linux.go).
+					stop := make(chan struct{})
+					defer close(stop)
+					var err error
+					if cpuOver, err = s.watchCPUTotal(cmd.Process.Pid, job.Limits.CPUTime, stop); err != nil {
+						stepErr = err
+						hardKill()
+					}
 				}
 			case kindExit:
 				mm := m
 				exit = &mm
 				// The payload is done: a late timer must not turn its
 				// exit into a timeout. What is left is the report.
-				wall, cpuTick = nil, nil
+				wall, cpuTick, cpuOver = nil, nil, nil
 				phase = "report"
 				deadline.Reset(reportTimeout)
 			}
@@ -449,8 +462,13 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 		case <-cpuTick:
 			if used, err := s.cg.CPUUsage(); err == nil && used >= job.Limits.CPUTime {
 				cpuTick = nil
+				s.cpuAtKill = used
 				limit("cpu_limit")
 			}
+		case used := <-cpuOver:
+			cpuOver = nil
+			s.cpuAtKill = used
+			limit("cpu_limit")
 		case <-s.overflow:
 			s.overflow = nil
 			if phase == "run" || phase == "setup" {

@@ -1,0 +1,90 @@
+package nsjail
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseStat(t *testing.T) {
+	tail := " S 41 42 42 0 -1 4194560 100 0 0 0 7 3 5 2 20 0 1 0 123 4096 100 0\n"
+	for _, tc := range []struct {
+		name, line string
+		want       procStat
+		bad        bool
+	}{
+		{"plain", "42 (python3)" + tail, procStat{ppid: 41, utime: 7, stime: 3, cutime: 5, cstime: 2}, false},
+		// The command name is the payload's: prctl(PR_SET_NAME) can put
+		// ") 1 2 3" in it to shift the fields of a naive parser.
+		{"hostile comm", "42 (x) 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 ()" + tail, procStat{ppid: 41, utime: 7, stime: 3, cutime: 5, cstime: 2}, false},
+		{"spaces in comm", "42 (a b c)" + tail, procStat{ppid: 41, utime: 7, stime: 3, cutime: 5, cstime: 2}, false},
+		{"truncated", "42 (x) S 41 42 42 0 -1 4194560 100 0 0 0 7 3", procStat{}, true},
+		{"no paren", "42 x S 41", procStat{}, true},
+		{"negative", "42 (x) S 41 42 42 0 -1 4194560 100 0 0 0 -7 3 5 2\n", procStat{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseStat([]byte(tc.line))
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("parseStat(%q) = %+v, want an error", tc.line, got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("parseStat(%q) = %+v, %v; want %+v", tc.line, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCPUMeterCountsTree stands the test process in for the init: a
+// grandchild that burns CPU, and the short-lived processes its parent
+// reaps, must show in the total, with no allocation per poll.
+func TestCPUMeterCountsTree(t *testing.T) {
+	m, err := openCPUMeter(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	defer m.close()
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"); err != nil {
+		t.Skipf("no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN): %v", err)
+	}
+	before, err := m.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A (sh) runs B (sh) in the background and waits; B runs short-lived
+	// `true`s, then burns in a loop, then sleeps.
+	cmd := exec.Command("/bin/sh", "-c", `sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; done; i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 30' & wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no /bin/sh: %v", err)
+	}
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	var r cpuReading
+	for time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		if r, err = m.read(); err != nil {
+			t.Fatal(err)
+		}
+		if r.total-before.total >= 150*time.Millisecond && r.procs >= 3 {
+			break
+		}
+	}
+	if r.total-before.total < 150*time.Millisecond || r.procs < 3 {
+		t.Fatalf("the tree burnt for a while but the meter read %v over %d processes (before: %v)", r.total, r.procs, before.total)
+	}
+	if r.capped {
+		t.Errorf("a three-process tree capped the walk")
+	}
+	if n := testing.AllocsPerRun(20, func() { m.read() }); n != 0 {
+		t.Errorf("a poll allocates %v times, want 0", n)
+	}
+}
