@@ -88,3 +88,68 @@ func TestCPUMeterCountsTree(t *testing.T) {
 		t.Errorf("a poll allocates %v times, want 0", n)
 	}
 }
+
+// BenchmarkCPUMeterRead measures one poll over a tree of 200 sleeping
+// processes (the cost per process bounds a poll at cpuWalkMax of them).
+func BenchmarkCPUMeterRead(b *testing.B) {
+	cmd := exec.Command("/bin/sh", "-c", `for i in $(seq 200); do sleep 60 & done; wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Skipf("no /bin/sh: %v", err)
+	}
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}()
+	time.Sleep(time.Second)
+	m, err := openCPUMeter(os.Getpid())
+	if err != nil {
+		b.Skip(err)
+	}
+	defer m.close()
+	r, _ := m.read()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.read()
+	}
+	b.ReportMetric(float64(r.procs), "procs")
+}
+
+// TestCPUMeterCapped: past cpuWalkMax processes a poll stops, says so,
+// and still returns the reaped total, in bounded time.
+func TestCPUMeterCapped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns over a thousand processes")
+	}
+	m, err := openCPUMeter(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	defer m.close()
+	cmd := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt "+strconv.Itoa(cpuWalkMax+50)+" ]; do sleep 60 & i=$((i+1)); done; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no /bin/sh: %v", err)
+	}
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		r, err := m.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.capped {
+			if r.procs > cpuWalkMax {
+				t.Errorf("a capped poll read %d processes, past the cap of %d", r.procs, cpuWalkMax)
+			}
+			t.Logf("capped poll: %d processes in %v", r.procs, time.Since(start))
+			return
+		}
+	}
+	t.Fatalf("%d processes never capped the walk", cpuWalkMax+50)
+}

@@ -264,7 +264,7 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 	if cgErr != nil && l.CPUTime > 0 {
 		setCPURlimit(late, l.CPUTime+time.Second)
 		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: BySupervisor,
-			Note: fmt.Sprintf("total of every process, polled from /proc every %v; RLIMIT_CPU a second later as a backstop", cpuTotalPoll)}
+			Note: fmt.Sprintf("total of every process, polled from /proc every %v (longer while a poll reads hundreds of processes); RLIMIT_CPU a second later as a backstop", cpuTotalPoll)}
 	}
 }
 

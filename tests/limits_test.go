@@ -148,6 +148,15 @@ func TestCPUTimeCountsShortLived(t *testing.T) {
 	})
 }
 
+// TestCPUTimeCountsThreadForks: processes forked by a thread other than
+// the main one count too, while they live.
+func TestCPUTimeCountsThreadForks(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, out := r.result(t, "--cpu-time", "2s", "--timeout", "60s", data("thread_fork_burn.py"))
+		wantCPUTotal(t, r, res, out, 2*time.Second)
+	})
+}
+
 func TestWallTimeout(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		// 3 s, not 1: Python alone takes about a second to start under the
