@@ -253,7 +253,7 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 	if _, ok := kinds[cgroup.KindPids]; ok && l.Pids > 0 {
 		if kernelAtLeast(5, 14) {
 			setRlimit(late, "RLIMIT_NPROC", uint64(l.Pids))
-			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByRlimit, Note: "RLIMIT_NPROC in the sandbox's user namespace"}
+			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByRlimit, Note: "RLIMIT_NPROC, counting the tasks of the sandbox's user namespace only (Linux 5.14), the init's threads included"}
 		} else {
 			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByNone, Note: "RLIMIT_NPROC counts per host user before Linux 5.14"}
 		}

@@ -3,8 +3,11 @@
 package tests
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,6 +234,45 @@ func TestWorkspaceCapsByFlag(t *testing.T) {
 		r.okResult(t, &fill, "--workspace-inodes", "100", data("fill.py"), "/workspace", "inodes")
 		if fill.Error != "ENOSPC" || fill.Written > 100 {
 			t.Errorf("past --workspace-inodes 100: %+v", fill)
+		}
+	})
+}
+
+// TestPidsRlimitPerSandbox: without a cgroup the pids limit is RLIMIT_NPROC,
+// which since Linux 5.14 counts the tasks of the sandbox's own user
+// namespace (ucounts), not every process of the host user: forty processes
+// of the same host uid outside the sandbox must not eat a sandbox's 32, and
+// a fork bomb inside still stops at 32 (issue 21, point 2).
+func TestPidsRlimitPerSandbox(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		host := exec.Command("/bin/sh", "-c", "for i in $(seq 40); do sleep 120 & done; wait")
+		if r.uid != os.Geteuid() {
+			host = exec.Command("setpriv", fmt.Sprintf("--reuid=%d", r.uid), fmt.Sprintf("--regid=%d", r.uid), "--clear-groups",
+				"/bin/sh", "-c", "for i in $(seq 40); do sleep 120 & done; wait")
+		}
+		host.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := host.Start(); err != nil {
+			t.Fatalf("start the host's own processes: %v", err)
+		}
+		defer func() {
+			syscall.Kill(-host.Process.Pid, syscall.SIGKILL)
+			host.Wait()
+		}()
+		time.Sleep(500 * time.Millisecond)
+		res, _ := r.result(t, "--pids", "32", "--timeout", "30s", data("fork_bomb.py"))
+		wantEnforcement(t, r, res, "pids")
+		if !enforcedByCgroup(res, "pids") && !strings.Contains(res.Limits["pids"].Note, "user namespace") {
+			t.Errorf("limits.pids %+v: want RLIMIT_NPROC of the sandbox's user namespace", res.Limits["pids"])
+		}
+		var n int
+		if _, err := fmt.Sscanf(res.Stdout, "forked %d, then BlockingIOError", &n); err != nil {
+			t.Fatalf("the fork bomb was not refused: %s %q %q", res.Status, res.Stdout, res.Stderr)
+		}
+		t.Logf("forked %d (limits.pids %+v)", n, res.Limits["pids"])
+		// The init's threads count too: fewer than 32 forks, but far more
+		// than none, which is what per-host-user counting would leave.
+		if n >= 32 || n < 10 {
+			t.Errorf("forked %d under --pids 32 with 40 host processes of the same uid, want 10..31", n)
 		}
 	})
 }
