@@ -3,10 +3,13 @@ package nsjail
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseStat(t *testing.T) {
@@ -44,7 +47,7 @@ func TestParseStat(t *testing.T) {
 // grandchild that burns CPU, and the short-lived processes its parent
 // reaps, must show in the total, with no allocation per poll.
 func TestCPUMeterCountsTree(t *testing.T) {
-	m, err := openCPUMeter(os.Getpid())
+	m, err := openCPUMeter(os.Getpid(), -1)
 	if err != nil {
 		t.Skipf("no /proc here: %v", err)
 	}
@@ -102,7 +105,7 @@ func BenchmarkCPUMeterRead(b *testing.B) {
 		cmd.Wait()
 	}()
 	time.Sleep(time.Second)
-	m, err := openCPUMeter(os.Getpid())
+	m, err := openCPUMeter(os.Getpid(), -1)
 	if err != nil {
 		b.Skip(err)
 	}
@@ -121,7 +124,7 @@ func TestCPUMeterCapped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns over a thousand processes")
 	}
-	m, err := openCPUMeter(os.Getpid())
+	m, err := openCPUMeter(os.Getpid(), -1)
 	if err != nil {
 		t.Skipf("no /proc here: %v", err)
 	}
@@ -152,4 +155,53 @@ func TestCPUMeterCapped(t *testing.T) {
 		}
 	}
 	t.Fatalf("%d processes never capped the walk", cpuWalkMax+50)
+}
+
+// TestTaskClockSeesAutoreaped: the task clock counts what no cutime does,
+// the children of a process that ignores SIGCHLD (reaped by the kernel,
+// never waited for), and system time; it leaves out the thread it is
+// attached to, which never execs.
+func TestTaskClockSeesAutoreaped(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on the host")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fd, err := openTaskClock(unix.Gettid())
+	if err != nil {
+		t.Skipf("no perf task clock here (kernel.perf_event_paranoid, CONFIG_PERF_EVENTS): %v", err)
+	}
+	defer unix.Close(fd)
+	m := &cpuMeter{clock: fd}
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+	}
+	if c, ok := m.readTaskClock(); !ok || c > 0 {
+		t.Fatalf("the clock counted its own thread before any exec: %v, %v", c, ok)
+	}
+	// Forty children of 10 ms each, never waited for, and 200 ms of
+	// system time reading /dev/zero.
+	cmd := exec.Command(py, "-c", `
+import os, signal, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+for _ in range(40):
+    if os.fork() == 0:
+        end = time.process_time() + 0.01
+        while time.process_time() < end:
+            pass
+        os._exit(0)
+time.sleep(0.5)
+f = open("/dev/zero", "rb", buffering=0)
+end = time.process_time() + 0.2
+while time.process_time() < end:
+    f.read(1 << 20)
+`)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("python3: %v\n%s", err, out)
+	}
+	c, ok := m.readTaskClock()
+	if !ok || c < 550*time.Millisecond {
+		t.Errorf("task clock %v (%v), want at least 0.55 s: 0.4 s of autoreaped children and 0.2 s reading /dev/zero", c, ok)
+	}
+	t.Logf("task clock %v", c)
 }

@@ -239,7 +239,7 @@ func (s *supervisor) createCgroup() error {
 // RLIMIT_NPROC (counted per user namespace since Linux 5.14, so per
 // sandbox; before that, per host user, which would count the caller's
 // own processes: then not enforced). CPU time is the total of every
-// process, which sbx polls from /proc (cputotal_linux.go), with RLIMIT_CPU
+// process, which sbx polls from a task clock and /proc (cputotal_linux.go), with RLIMIT_CPU
 // a second later as a per-process backstop. A CPU share has no rlimit:
 // "none".
 func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
@@ -263,8 +263,8 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 	}
 	if cgErr != nil && l.CPUTime > 0 {
 		setCPURlimit(late, l.CPUTime+time.Second)
-		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: BySupervisor,
-			Note: fmt.Sprintf("total of every process, polled from /proc every %v (longer while a poll reads hundreds of processes); RLIMIT_CPU a second later as a backstop", cpuTotalPoll)}
+		// The note is made final once the poll starts (watchCPUTotal).
+		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: BySupervisor, Note: cpuTotalNote(false, nil)}
 	}
 }
 

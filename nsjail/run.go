@@ -161,6 +161,11 @@ type supervisor struct {
 	// cpuAtKill is the total CPU measured when the run passed its CPU
 	// time limit (killedFor "cpu_limit").
 	cpuAtKill time.Duration
+	// cpuClock is the task-clock perf counter of the payload's tree
+	// without a cgroup, or -1 (cpuClockErr says why); set before attached
+	// is closed.
+	cpuClock    int
+	cpuClockErr error
 }
 
 type compiled struct {
@@ -296,6 +301,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	s.tl.mark("sbx: clone+exec init (cmd.Start)")
 	p.closeChildEnds()
 	s.attachInit(cmd.Process.Pid)
+	defer s.closeCPUClock()
 
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -522,6 +528,8 @@ func (s *supervisor) attachInit(pid int) {
 	go func() {
 		defer close(s.attached)
 		<-s.cgReady
+		// Before the payload exists: it is forked once attached closes.
+		s.openCPUClock(pid)
 		if s.cgErr != nil {
 			s.attachErr = s.cgErr
 			return

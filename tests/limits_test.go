@@ -151,6 +151,19 @@ func TestCPUTimeCountsShortLived(t *testing.T) {
 	})
 }
 
+// TestCPUTimeCountsUnwaitedChildren: children of a process that ignores
+// SIGCHLD are reaped by the kernel and reach no cutime; a cgroup counts
+// them, and so does the task clock without one.
+func TestCPUTimeCountsUnwaitedChildren(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, out := r.result(t, "--cpu-time", "2s", "--timeout", "60s", data("unwaited_burn.py"))
+		if li := res.Limits["cpu_time"]; li.EnforcedBy == nsjail.BySupervisor && strings.Contains(li.Note, "without the task clock") {
+			t.Skipf("no perf task clock for this user (kernel.perf_event_paranoid): %s", li.Note)
+		}
+		wantCPUTotal(t, r, res, out, 2*time.Second)
+	})
+}
+
 // TestCPUTimeCountsThreadForks: processes forked by a thread other than
 // the main one count too, while they live.
 func TestCPUTimeCountsThreadForks(t *testing.T) {
