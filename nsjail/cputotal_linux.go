@@ -481,11 +481,16 @@ func (s *supervisor) openCPUClock(initPid int) {
 	s.cpuClock = fd
 }
 
-// closeCPUClock closes the task clock once the run is over; it waits for
-// attachInit, which opens it.
+// closeCPUClock, deferred in run once the init is started, closes the
+// task clock once the run is over. First it raises usage.cpu_ms to the
+// clock's total when that is more than the init's rusage said: every
+// process has ended by then, and the clock also counted the children
+// nobody waited for (user_ms and system_ms stay the rusage's: the clock
+// does not split them). It waits for attachInit, which opens the clock.
 func (s *supervisor) closeCPUClock() {
 	<-s.attached
 	if s.cpuClock >= 0 {
+		s.usageFromClock()
 		unix.Close(s.cpuClock)
 	}
 }
@@ -506,15 +511,8 @@ func cpuTotalNote(clock bool, clockErr error) string {
 		", the children of a process that ignores SIGCHLD count only while they live" + backstop
 }
 
-// usageFromClock raises usage.cpu_ms to the task clock's total, once every
-// process of the run has ended, when that is more than the init's rusage
-// says: the clock also counts children nobody waited for. user_ms and
-// system_ms stay the rusage's, which the clock does not split.
+// usageFromClock raises usage.cpu_ms to the task clock's total.
 func (s *supervisor) usageFromClock() {
-	<-s.attached
-	if s.cpuClock < 0 {
-		return
-	}
 	var b [8]byte
 	if n, err := unix.Read(s.cpuClock, b[:]); err != nil || n != 8 {
 		return

@@ -39,7 +39,6 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 	default:
 		s.usageFromInit(cmd)
 	}
-	s.usageFromClock()
 	switch s.killedFor {
 	case "timeout":
 		res.Status, res.ExitCode, res.Signal = StatusTimeout, ExitTimeLimit, nil

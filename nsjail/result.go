@@ -108,9 +108,7 @@ type InputEntry struct {
 type Usage struct {
 	WallMS int64 `json:"wall_ms"`
 	// CPUMS is user+system time of every process of the payload, taken
-	// from the rusage of the children the init reaped (or the cgroup's
-	// usage); without a cgroup, the task clock's total when that is more
-	// (it also counts the children nobody waited for).
+	// from the rusage of the children the init reaped.
 	CPUMS           int64 `json:"cpu_ms"`
 	UserMS          int64 `json:"user_ms"`
 	SystemMS        int64 `json:"system_ms"`

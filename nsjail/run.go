@@ -151,13 +151,6 @@ type supervisor struct {
 	attached    chan struct{}
 	attachErr   error
 	lateRlimits []Rlimit
-	warnMu      sync.Mutex
-	// cgBeforeClone: cg was made before the clone (pure v2), so the
-	// init can be born in it; otherwise cg is being made beside it.
-	cgBeforeClone bool
-	// overflow fires once when a stream passes the output cap under the
-	// kill policy.
-	overflow chan struct{}
 	// cpuAtKill is the total CPU measured when the run passed its CPU
 	// time limit (killedFor "cpu_limit").
 	cpuAtKill time.Duration
@@ -166,6 +159,13 @@ type supervisor struct {
 	// is closed.
 	cpuClock    int
 	cpuClockErr error
+	warnMu      sync.Mutex
+	// cgBeforeClone: cg was made before the clone (pure v2), so the
+	// init can be born in it; otherwise cg is being made beside it.
+	cgBeforeClone bool
+	// overflow fires once when a stream passes the output cap under the
+	// kill policy.
+	overflow chan struct{}
 }
 
 type compiled struct {
@@ -465,16 +465,16 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, msgs <-chan Statu
 			hardKill()
 		case <-wall:
 			limit("timeout")
+		case used := <-cpuOver:
+			cpuOver = nil
+			s.cpuAtKill = used
+			limit("cpu_limit")
 		case <-cpuTick:
 			if used, err := s.cg.CPUUsage(); err == nil && used >= job.Limits.CPUTime {
 				cpuTick = nil
 				s.cpuAtKill = used
 				limit("cpu_limit")
 			}
-		case used := <-cpuOver:
-			cpuOver = nil
-			s.cpuAtKill = used
-			limit("cpu_limit")
 		case <-s.overflow:
 			s.overflow = nil
 			if phase == "run" || phase == "setup" {
