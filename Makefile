@@ -62,7 +62,7 @@ bench: sbx
 # are built here; the VM shares them and the checkout read-only.
 VMTEST  ?= $(firstword $(wildcard $(CURDIR)/../shared/vmtest/run-in-vm.sh /work/shared/vmtest/run-in-vm.sh))
 VMDIR   ?= /var/tmp/sbx-vmtest
-VMTESTS ?= TestHello|TestIsolation|TestMemoryLimit|TestForkBombContained|TestCPUTimeLimit|TestCPUTimeIsTotal|TestWallTimeout|TestCPUQuota|TestDoctorTellsTheTruth|TestRequireCgroup|TestLayersAndDegradedWarning|TestZZNothingLeftBehind
+VMTESTS ?= TestHello|TestIsolation|TestMemoryLimit|TestForkBombContained|TestCPUTimeLimit|TestCPUTimeIsTotal|TestCPUTimeCountsShortLived|TestCPUTimeCountsThreadForks|TestCPUTimeCountsUnwaitedChildren|TestPidsRlimitPerSandbox|TestWallTimeout|TestCPUQuota|TestDoctorTellsTheTruth|TestRequireCgroup|TestLayersAndDegradedWarning|TestZZNothingLeftBehind
 vmtest: deps
 	@test -n "$(VMTEST)" || { echo "make vmtest: run-in-vm.sh not found; set VMTEST=/path/to/run-in-vm.sh" >&2; exit 1; }
 	rm -rf $(VMDIR) && mkdir -p $(VMDIR) && chmod 755 $(VMDIR)

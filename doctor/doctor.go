@@ -185,7 +185,7 @@ func Cgroup(probe func() (mode string, controllers []string, err error)) Check {
 	switch {
 	case err != nil || mode == "none":
 		c.Status = Warn
-		c.Detail = fmt.Sprintf("%v: memory, pids and CPU time fall back to per-process rlimits, the CPU share is not enforced", err)
+		c.Detail = fmt.Sprintf("%v: memory and pids fall back to per-process rlimits, the CPU time total to sbx's own poll (a task clock and /proc), the CPU share is not enforced", err)
 		c.Fix = "run sbx as root, or in a cgroup delegated to you: systemd-run --user --scope -p Delegate=yes sbx ... (cgroup v2), or a systemd unit with Delegate=yes"
 	case len(missing) > 0:
 		c.Status = Warn

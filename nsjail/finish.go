@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"sort"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -79,7 +80,11 @@ func (s *supervisor) classify(exit *StatusMsg, st *cgroup.Stats) {
 		res.Message = fmt.Sprintf("wall-clock limit of %v reached; the sandbox was killed", s.job.Timeout)
 	case "cpu_limit":
 		res.Status, res.ExitCode, res.Signal = StatusCPULimit, ExitTimeLimit, nil
-		res.Message = fmt.Sprintf("CPU time limit of %v reached (all processes together); the sandbox was killed", s.job.Limits.CPUTime)
+		res.Message = fmt.Sprintf("CPU time limit of %v reached: %v measured over all processes together; the sandbox was killed", s.job.Limits.CPUTime, s.cpuAtKill.Round(time.Millisecond))
+		if li, ok := res.Limits["cpu_time"]; ok {
+			li.AtKill = float64(s.cpuAtKill.Milliseconds())
+			res.Limits["cpu_time"] = li
+		}
 	case "output_limit":
 		res.Status, res.ExitCode, res.Signal = StatusOutputLimit, ExitKilled, nil
 		res.Message = fmt.Sprintf("output limit of %s per stream passed; the sandbox was killed", units.HumanSize(s.job.OutputLimit))

@@ -47,6 +47,10 @@ type LimitInfo struct {
 	Unit       string  `json:"unit"` // bytes, count, cpus, ms
 	EnforcedBy string  `json:"enforced_by"`
 	Note       string  `json:"note,omitempty"`
+	// AtKill is what sbx measured, in Unit, when it ended the run for
+	// this limit (cpu_time: the total CPU at the poll that passed it);
+	// absent when the limit did not end the run.
+	AtKill float64 `json:"at_kill,omitempty"`
 }
 
 // rlimitFor returns the rlimit of that resource in rls, or nil.
@@ -235,8 +239,10 @@ func (s *supervisor) createCgroup() error {
 // writable memory: the heap and anonymous mappings, Linux 4.7), pids as
 // RLIMIT_NPROC (counted per user namespace since Linux 5.14, so per
 // sandbox; before that, per host user, which would count the caller's
-// own processes: then not enforced), CPU time as RLIMIT_CPU. A CPU share
-// has no rlimit: "none".
+// own processes: then not enforced). CPU time is the total of every
+// process, which sbx polls from a task clock and /proc (cputotal_linux.go), with RLIMIT_CPU
+// a second later as a per-process backstop. A CPU share has no rlimit:
+// "none".
 func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 	l := s.job.Limits
 	late := &s.lateRlimits
@@ -248,7 +254,7 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 	if _, ok := kinds[cgroup.KindPids]; ok && l.Pids > 0 {
 		if kernelAtLeast(5, 14) {
 			setRlimit(late, "RLIMIT_NPROC", uint64(l.Pids))
-			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByRlimit, Note: "RLIMIT_NPROC in the sandbox's user namespace"}
+			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByRlimit, Note: "RLIMIT_NPROC, counting the tasks of the sandbox's user namespace only (Linux 5.14), the init's threads included"}
 		} else {
 			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByNone, Note: "RLIMIT_NPROC counts per host user before Linux 5.14"}
 		}
@@ -257,8 +263,9 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 		lim["cpus"] = LimitInfo{Value: l.CPUs, Unit: "cpus", EnforcedBy: ByNone, Note: "no rlimit can share out CPU"}
 	}
 	if cgErr != nil && l.CPUTime > 0 {
-		setCPURlimit(late, l.CPUTime)
-		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: ByRlimit, Note: "RLIMIT_CPU, per process, whole seconds"}
+		setCPURlimit(late, l.CPUTime+time.Second)
+		// The note is made final once the poll starts (watchCPUTotal).
+		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: BySupervisor, Note: cpuTotalNote(false, nil)}
 	}
 }
 

@@ -155,6 +155,14 @@ type supervisor struct {
 	attached    chan struct{}
 	attachErr   error
 	lateRlimits []Rlimit
+	// cpuAtKill is the total CPU measured when the run passed its CPU
+	// time limit (killedFor "cpu_limit").
+	cpuAtKill time.Duration
+	// cpuClock is the task-clock perf counter of the payload's tree
+	// without a cgroup, or -1 (cpuClockErr says why); set before attached
+	// is closed.
+	cpuClock    int
+	cpuClockErr error
 	warnMu      sync.Mutex
 	// cgBeforeClone: cg was made before the clone (pure v2), so the
 	// init can be born in it; otherwise cg is being made beside it.
@@ -301,6 +309,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	s.tl.mark("sbx: clone+exec init (cmd.Start)")
 	p.closeChildEnds()
 	s.attachInit(cmd.Process.Pid)
+	defer s.closeCPUClock()
 
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -381,6 +390,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 	var wall <-chan time.Time
 	var wallEnd time.Time // when the wall limit passes; zero without one
 	var cpuTick <-chan time.Time
+	var cpuOver <-chan time.Duration // the /proc total, without a cgroup
 	var exit *StatusMsg
 	var stepErr, framingErr error
 	reaped := false
@@ -411,7 +421,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			return
 		}
 		s.killedFor = why
-		wall, cpuTick = nil, nil
+		wall, cpuTick, cpuOver = nil, nil, nil
 		s.sendControl(Control{Kill: true})
 		phase = "kill"
 		deadline.Reset(killGrace)
@@ -471,6 +481,15 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 					t := time.NewTicker(20 * time.Millisecond)
 					defer t.Stop()
 					cpuTick = t.C
+				} else if job.Limits.CPUTime > 0 {
+					// No cgroup: the total from /proc (cputotal_linux.go).
+					stop := make(chan struct{})
+					defer close(stop)
+					var err error
+					if cpuOver, err = s.watchCPUTotal(cmd.Process.Pid, job.Limits.CPUTime, stop); err != nil {
+						stepErr = err
+						hardKill()
+					}
 				}
 			case kindExit:
 				if exit != nil || s.hardKilled {
@@ -480,7 +499,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				exit = &mm
 				// The payload is done: a late timer must not turn its
 				// exit into a timeout. What is left is the report.
-				wall, cpuTick = nil, nil
+				wall, cpuTick, cpuOver = nil, nil, nil
 				phase = "report"
 				deadline.Reset(reportBudget(time.Now(), wallEnd))
 			}
@@ -496,9 +515,14 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			}
 		case <-wall:
 			limit("timeout")
+		case used := <-cpuOver:
+			cpuOver = nil
+			s.cpuAtKill = used
+			limit("cpu_limit")
 		case <-cpuTick:
 			if used, err := s.cg.CPUUsage(); err == nil && used >= job.Limits.CPUTime {
 				cpuTick = nil
+				s.cpuAtKill = used
 				limit("cpu_limit")
 			}
 		case <-filesBroken:
@@ -594,6 +618,8 @@ func (s *supervisor) attachInit(pid int) {
 	go func() {
 		defer close(s.attached)
 		<-s.cgReady
+		// Before the payload exists: it is forked once attached closes.
+		s.openCPUClock(pid)
 		if s.cgErr != nil {
 			s.attachErr = s.cgErr
 			return
