@@ -67,6 +67,8 @@ func initGuard() []Rule {
 			[]ArgCond{{Arg: 1, Op: OpMaskedIn, Mask: lowHalf, Values: []uint64{unix.RLIMIT_CORE}}, {Arg: 2, Op: OpNotIn, Values: []uint64{0}}}, "prlimit64"),
 		deny("RLIMIT_CORE stays at 1 (see prlimit64)",
 			[]ArgCond{{Arg: 0, Op: OpMaskedIn, Mask: lowHalf, Values: []uint64{unix.RLIMIT_CORE}}}, "setrlimit"),
+		deny("switches off the perf counters attached to the caller, among them the supervisor's task clock, which counts the CPU of children nobody waits for when no cgroup does (nsjail/cputotal_linux.go; prctl(2))",
+			[]ArgCond{{Arg: 0, Op: OpMaskedIn, Mask: lowHalf, Values: []uint64{unix.PR_TASK_PERF_EVENTS_DISABLE}}}, "prctl"),
 		deny("signals the init (pid 1) or takes a pidfd of it: the payload's status is the init's to report",
 			[]ArgCond{isInit(0)}, "kill", "rt_sigqueueinfo", "pidfd_open"),
 		{
