@@ -96,31 +96,22 @@ func (in *initProc) run() int {
 		{"user.max_user_namespaces=0", forbidNestedUserNS},
 	}
 	steps = append(steps, userNSQuotaSteps()...)
+	// Last of the mounts: mount(2) is refused once the filter is on, and
+	// the quotas above are /proc/sys writes that the masks may freeze.
+	steps = append(steps, step{"mask /proc", in.maskProc})
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}
 	closeAll(fds)
-	in.tl.on = in.spec.Timings
-	in.send(StatusMsg{Kind: kindReady, Marks: in.takeMarks()})
 
-	var p Payload
+	// Confined before it waits (issue 12): the init drops everything and
+	// loads the payload's filter before it says ready, so a sandbox that
+	// waits for its payload waits confined, and so does everything the
+	// init still does for it (postConfineSyscalls lists what that is).
 	var confine Confine
-	steps = []step{
-		// While the supervisor attaches the cgroup: off the critical path.
-		{"mask /proc", in.maskProc},
-		{"read confine", func() error { return in.readConfine(&confine) }},
-		{"read payload", func() error { return in.readPayload(&p) }},
-		{"write inputs", func() error { return in.writeInputs(p.Files) }},
-	}
+	steps = []step{{"read confine", func() error { return in.readConfine(&confine) }}}
 	if err := in.runSteps(steps); err != nil {
 		return 1
-	}
-	argv0, err := lookPath(p.Argv[0], in.env("PATH"))
-	if err != nil {
-		// Not a sandbox failure: the payload's program is missing.
-		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error()})
-		in.reportFiles()
-		return 0
 	}
 	listener := -1
 	in.limits = &payloadLimits{rl: append(append([]Rlimit{}, in.spec.Rlimits...), confine.Rlimits...)}
@@ -145,15 +136,35 @@ func (in *initProc) run() int {
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}
+	in.startDenialServer(confine.Seccomp, listener)
+	in.tl.on = in.spec.Timings
+	in.send(StatusMsg{Kind: kindReady, Marks: in.takeMarks()})
+
+	var p Payload
+	steps = []step{
+		{"read payload", func() error { return in.readPayload(&p) }},
+		{"write inputs", func() error { return in.writeInputs(p.Files) }},
+	}
+	if err := in.runSteps(steps); err != nil {
+		return 1
+	}
+	argv0, err := lookPath(p.Argv[0], in.env("PATH"))
+	if err != nil {
+		// Not a sandbox failure: the payload's program is missing.
+		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error()})
+		in.reportFiles()
+		return 0
+	}
 	if listener < 0 {
-		// No listener, no hold: the payload inherits the init's limits.
+		// No listener, no hold: the payload inherits the init's limits,
+		// set as late as can be, so that the inputs are written without
+		// them.
 		steps = []step{{"setrlimit (payload's limits, on the init: no seccomp listener)", func() error { return setRlimits(rest) }}}
 		if err := in.runSteps(steps); err != nil {
 			return 1
 		}
 		in.limits = nil
 	}
-	in.startDenialServer(confine.Seccomp, listener)
 	code := in.supervise(argv0, p.Argv)
 	if code == 0 {
 		in.reportFiles()

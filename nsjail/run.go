@@ -711,6 +711,27 @@ func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.Fil
 	w := bufio.NewWriterSize(s.ctlW, 64<<10)
 	w.Write(specLine)
 	w.Flush() // the init can start while the filter compiles
+	// The Confine goes as soon as the filter is compiled and the late
+	// rlimits are known (the cgroup is made, or failed): the init reads it
+	// after its mounts and confines itself before it says ready.
+	c := <-s.filter
+	if c.err != nil {
+		s.confineErr = fmt.Errorf("seccomp policy %s: %w", s.job.Spec.Seccomp, c.err)
+		s.ctlW.Close() // the init fails reading the rest, and says so
+		return
+	}
+	s.tl.mark("sbx: seccomp filter compiled")
+	<-s.cgReady
+	if s.cgErr == nil {
+		confine, err := encodeLine(&Confine{Seccomp: c.f, Rlimits: s.lateRlimits})
+		if err != nil {
+			s.confineErr = err
+			s.ctlW.Close()
+			return
+		}
+		w.Write(confine)
+		w.Flush()
+	}
 	// Nothing of the payload may reach the init before the init is in
 	// its cgroup: what it forks earlier would stay outside.
 	<-s.attached
@@ -719,20 +740,6 @@ func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.Fil
 		s.ctlW.Close()
 		return
 	}
-	c := <-s.filter
-	if c.err != nil {
-		s.confineErr = fmt.Errorf("seccomp policy %s: %w", s.job.Spec.Seccomp, c.err)
-		s.ctlW.Close() // the init fails reading the rest, and says so
-		return
-	}
-	s.tl.mark("sbx: seccomp filter compiled")
-	confine, err := encodeLine(&Confine{Seccomp: c.f, Rlimits: s.lateRlimits})
-	if err != nil {
-		s.confineErr = err
-		s.ctlW.Close()
-		return
-	}
-	w.Write(confine)
 	w.Write(payloadLine)
 	for i, f := range inputs {
 		in := s.job.Payload.Files[i]
