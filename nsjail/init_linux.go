@@ -27,6 +27,16 @@ func IsInit() bool {
 	return len(os.Args) == 2 && os.Args[1] == initArg && os.Getpid() == 1
 }
 
+func init() {
+	if IsInit() {
+		// Locked from a package init, main.main (or TestMain) runs on the
+		// process's main thread (runtime.LockOSThread), so the thread Init
+		// confines is the thread group's leader: /proc/1/status, which
+		// the tests and a reader of /proc see, is the confined thread's.
+		runtime.LockOSThread()
+	}
+}
+
 // Init runs the sandbox's init and never returns. It must be called on the
 // main goroutine before anything else runs.
 func Init() {
