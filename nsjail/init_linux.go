@@ -47,7 +47,7 @@ func Init() {
 	status := os.NewFile(statusFD, "status")
 	ctl := os.NewFile(controlFD, "control")
 	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
-	in.tl.on = true // dropped unless the Spec asks for timings
+	in.tl.on = true // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
 	os.Exit(in.run())
 }
@@ -58,6 +58,11 @@ type initProc struct {
 	spec       Spec
 	payloadPid int
 	tl         timeline
+	// timings: the payload asked for the init's marks (Payload.Timings).
+	timings bool
+	// environ is the payload's environment: the Spec's, with the
+	// payload's additions (Payload.Env).
+	environ []string
 	// inputs maps each input's workspace path to the sha256 of what was
 	// written, to tell modified inputs from unchanged ones afterwards.
 	inputs map[string]string
@@ -147,8 +152,9 @@ func (in *initProc) run() int {
 		return 1
 	}
 	in.startDenialServer(confine.Seccomp, listener)
-	in.tl.on = in.spec.Timings
-	in.send(StatusMsg{Kind: kindReady, Marks: in.takeMarks()})
+	// Whether the marks are wanted is the payload's to say: they are
+	// kept until then (a hundred at most) and go with "started".
+	in.send(StatusMsg{Kind: kindReady})
 
 	var p Payload
 	steps = []step{
@@ -161,7 +167,7 @@ func (in *initProc) run() int {
 	argv0, err := lookPath(p.Argv[0], in.env("PATH"))
 	if err != nil {
 		// Not a sandbox failure: the payload's program is missing.
-		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error()})
+		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error(), Marks: in.takeMarks()})
 		in.reportFiles()
 		return 0
 	}
@@ -224,7 +230,7 @@ func (in *initProc) handOverProxyListener() error {
 }
 
 func (in *initProc) takeMarks() []Mark {
-	if !in.spec.Timings {
+	if !in.timings {
 		return nil
 	}
 	m := in.tl.marks
@@ -292,7 +298,38 @@ func (in *initProc) readPayload(p *Payload) error {
 	if err := dec.Decode(p); err != nil {
 		return fmt.Errorf("decode payload: %w", err)
 	}
-	return CheckPayload(p)
+	if err := CheckPayload(p); err != nil {
+		return err
+	}
+	// The request's own settings (Payload.Env, Send, Timings).
+	in.environ = withEnv(in.spec.Env, p.Env)
+	in.spec.Outputs.Send = p.Send
+	in.timings, in.tl.on = p.Timings, p.Timings
+	if !p.Timings {
+		in.tl.marks = nil
+	}
+	return nil
+}
+
+// withEnv is base with extra's variables set: a key of extra replaces
+// base's in place, a new one is appended (as profiles.mergeEnv merges).
+func withEnv(base, extra []string) []string {
+	out := append([]string{}, base...)
+	idx := make(map[string]int, len(out))
+	for i, kv := range out {
+		k, _, _ := strings.Cut(kv, "=")
+		idx[k] = i
+	}
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
 }
 
 // writeInputs streams each input file from the control pipe into the
@@ -353,7 +390,7 @@ func closeExtraFDsSlow() error {
 }
 
 func (in *initProc) env(key string) string {
-	for _, kv := range in.spec.Env {
+	for _, kv := range in.environ {
 		if k, v, _ := strings.Cut(kv, "="); k == key {
 			return v
 		}
@@ -417,7 +454,7 @@ func execErrno(err error) int {
 func (in *initProc) supervise(argv0 string, argv []string) int {
 	pid, err := syscall.ForkExec(argv0, argv, &syscall.ProcAttr{
 		Dir:   in.spec.Workdir,
-		Env:   in.spec.Env,
+		Env:   in.environ,
 		Files: []uintptr{0, 1, 2},
 		// A new session: the payload has no controlling terminal, so
 		// TIOCSTI and friends have nothing to act on (CVE-2017-5226).

@@ -273,7 +273,6 @@ func (s *supervisor) start(ctx context.Context) error {
 		s.onTeardown(func() { od.Close() })
 		s.sink = od
 	}
-	job.Spec.Outputs.Send = s.sink != nil
 	if job.Proxy != nil {
 		s.onTeardown(func() { job.Proxy.Close() })
 		job.Spec.Proxy = true
@@ -284,7 +283,6 @@ func (s *supervisor) start(ctx context.Context) error {
 	}
 	s.onTeardown(s.destroyCgroup)
 	s.tl.mark("sbx: limits set up")
-	job.Spec.Timings = s.tl.on
 	go compileFilter(job.Spec.Seccomp, s.filter)
 	specLine, err := encodeLine(&job.Spec)
 	if err != nil {
@@ -368,6 +366,11 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
 	defer stop()
 	job, p := s.job, &s.p
+	// What this request asks of the report and of the init travels with
+	// its payload, never in the Spec.
+	pl.Send, pl.Timings = s.sink != nil, s.tl.on
+	outputs := job.Spec.Outputs
+	outputs.Send = pl.Send
 	payloadLine, err := encodeLine(pl)
 	if err != nil {
 		close(s.inputsDone)
@@ -389,7 +392,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	go func() {
 		defer s.readers.Done()
 		var err error
-		s.res.Files, s.res.FilesTruncated, s.res.FilesTruncatedReason, err = readFiles(p.filesR, job.Spec.Outputs, s.sink)
+		s.res.Files, s.res.FilesTruncated, s.res.FilesTruncatedReason, err = readFiles(p.filesR, outputs, s.sink)
 		if err != nil {
 			// A broken report stream ends the run (watch); its EOF after
 			// the init's death comes too late to matter.
