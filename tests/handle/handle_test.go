@@ -234,3 +234,42 @@ func TestCloseWithoutExec(t *testing.T) {
 		t.Errorf("Exec after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestCloseDuringExec: Close kills a running payload, and the Exec in
+// flight returns at once with a Result that says the run was ended.
+func TestCloseDuringExec(t *testing.T) {
+	sb, err := nsjail.Start(context.Background(), job(t))
+	if err != nil {
+		t.Skipf("no sandbox here: %v", err)
+	}
+	type ret struct {
+		res *nsjail.Result
+		err error
+	}
+	done := make(chan ret, 1)
+	go func() {
+		res, err := sb.Exec(context.Background(), nsjail.Payload{Argv: []string{"/bin/sleep", "600"}}, nsjail.IO{})
+		done <- ret{res, err}
+	}()
+	for i := 0; sb.Phase() != nsjail.PhaseRunning && i < 100; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := sb.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Exec: %v", r.err)
+		}
+		if r.res.Status != nsjail.StatusSetupError || !strings.Contains(r.res.Message, "closed") {
+			t.Errorf("Result: status %s, message %q; want setup_error naming the Close", r.res.Status, r.res.Message)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Exec did not return after Close")
+	}
+	if ph := sb.Phase(); ph != nsjail.PhaseClosed {
+		t.Errorf("after Close: phase %v, want closed", ph)
+	}
+}
