@@ -48,7 +48,7 @@ unit: deps
 # Integration tests build ./sbx and run real payloads from testdata/, as
 # root and as uid 65534 (setpriv).
 integration: sbx
-	$(GO) test -tags integration -count=1 -timeout 20m ./tests/...
+	$(GO) test -tags integration -count=1 -p 1 -timeout 20m ./tests/...
 
 test: vet unit integration
 

@@ -286,7 +286,9 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if err := checkRequired(prof); err != nil {
 		return fail(err)
 	}
-	spec, err := prof.Spec(id, env)
+	// --env is the request's: it travels with the payload, not the Spec.
+	payload.Env = env
+	spec, err := prof.Spec(id, nil)
 	if err != nil {
 		return fail(err)
 	}

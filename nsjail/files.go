@@ -21,8 +21,9 @@ import (
 type OutputSpec struct {
 	// Send streams the contents of created and modified files to the
 	// supervisor (an output directory was given); otherwise only their
-	// names, sizes and hashes cross.
-	Send         bool  `json:"send,omitempty"`
+	// names, sizes and hashes cross. It is the request's, not the Spec's:
+	// it crosses in the Payload (Payload.Send).
+	Send         bool  `json:"-"`
 	MaxFiles     int64 `json:"max_files"`
 	MaxBytes     int64 `json:"max_bytes"`
 	MaxFileBytes int64 `json:"max_file_bytes"`

@@ -27,6 +27,16 @@ func IsInit() bool {
 	return len(os.Args) == 2 && os.Args[1] == initArg && os.Getpid() == 1
 }
 
+func init() {
+	if IsInit() {
+		// Locked from a package init, main.main (or TestMain) runs on the
+		// process's main thread (runtime.LockOSThread), so the thread Init
+		// confines is the thread group's leader: /proc/1/status, which
+		// the tests and a reader of /proc see, is the confined thread's.
+		runtime.LockOSThread()
+	}
+}
+
 // Init runs the sandbox's init and never returns. It must be called on the
 // main goroutine before anything else runs.
 func Init() {
@@ -37,7 +47,7 @@ func Init() {
 	status := os.NewFile(statusFD, "status")
 	ctl := os.NewFile(controlFD, "control")
 	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
-	in.tl.on = true // dropped unless the Spec asks for timings
+	in.tl.on = true // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
 	os.Exit(in.run())
 }
@@ -48,6 +58,11 @@ type initProc struct {
 	spec       Spec
 	payloadPid int
 	tl         timeline
+	// timings: the payload asked for the init's marks (Payload.Timings).
+	timings bool
+	// environ is the payload's environment: the Spec's, with the
+	// payload's additions (Payload.Env).
+	environ []string
 	// inputs maps each input's workspace path to the sha256 of what was
 	// written, to tell modified inputs from unchanged ones afterwards.
 	inputs map[string]string
@@ -96,31 +111,22 @@ func (in *initProc) run() int {
 		{"user.max_user_namespaces=0", forbidNestedUserNS},
 	}
 	steps = append(steps, userNSQuotaSteps()...)
+	// Last of the mounts: mount(2) is refused once the filter is on, and
+	// the quotas above are /proc/sys writes that the masks may freeze.
+	steps = append(steps, step{"mask /proc", in.maskProc})
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}
 	closeAll(fds)
-	in.tl.on = in.spec.Timings
-	in.send(StatusMsg{Kind: kindReady, Marks: in.takeMarks()})
 
-	var p Payload
+	// Confined before it waits (issue 12): the init drops everything and
+	// loads the payload's filter before it says ready, so a sandbox that
+	// waits for its payload waits confined, and so does everything the
+	// init still does for it (postConfineSyscalls lists what that is).
 	var confine Confine
-	steps = []step{
-		// While the supervisor attaches the cgroup: off the critical path.
-		{"mask /proc", in.maskProc},
-		{"read confine", func() error { return in.readConfine(&confine) }},
-		{"read payload", func() error { return in.readPayload(&p) }},
-		{"write inputs", func() error { return in.writeInputs(p.Files) }},
-	}
+	steps = []step{{"read confine", func() error { return in.readConfine(&confine) }}}
 	if err := in.runSteps(steps); err != nil {
 		return 1
-	}
-	argv0, err := lookPath(p.Argv[0], in.env("PATH"))
-	if err != nil {
-		// Not a sandbox failure: the payload's program is missing.
-		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error()})
-		in.reportFiles()
-		return 0
 	}
 	listener := -1
 	in.limits = &payloadLimits{rl: append(append([]Rlimit{}, in.spec.Rlimits...), confine.Rlimits...)}
@@ -145,15 +151,36 @@ func (in *initProc) run() int {
 	if err := in.runSteps(steps); err != nil {
 		return 1
 	}
+	in.startDenialServer(confine.Seccomp, listener)
+	// Whether the marks are wanted is the payload's to say: they are
+	// kept until then (a hundred at most) and go with "started".
+	in.send(StatusMsg{Kind: kindReady})
+
+	var p Payload
+	steps = []step{
+		{"read payload", func() error { return in.readPayload(&p) }},
+		{"write inputs", func() error { return in.writeInputs(p.Files) }},
+	}
+	if err := in.runSteps(steps); err != nil {
+		return 1
+	}
+	argv0, err := lookPath(p.Argv[0], in.env("PATH"))
+	if err != nil {
+		// Not a sandbox failure: the payload's program is missing.
+		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error(), Marks: in.takeMarks()})
+		in.reportFiles()
+		return 0
+	}
 	if listener < 0 {
-		// No listener, no hold: the payload inherits the init's limits.
+		// No listener, no hold: the payload inherits the init's limits,
+		// set as late as can be, so that the inputs are written without
+		// them.
 		steps = []step{{"setrlimit (payload's limits, on the init: no seccomp listener)", func() error { return setRlimits(rest) }}}
 		if err := in.runSteps(steps); err != nil {
 			return 1
 		}
 		in.limits = nil
 	}
-	in.startDenialServer(confine.Seccomp, listener)
 	code := in.supervise(argv0, p.Argv)
 	if code == 0 {
 		in.reportFiles()
@@ -203,7 +230,7 @@ func (in *initProc) handOverProxyListener() error {
 }
 
 func (in *initProc) takeMarks() []Mark {
-	if !in.spec.Timings {
+	if !in.timings {
 		return nil
 	}
 	m := in.tl.marks
@@ -271,7 +298,38 @@ func (in *initProc) readPayload(p *Payload) error {
 	if err := dec.Decode(p); err != nil {
 		return fmt.Errorf("decode payload: %w", err)
 	}
-	return CheckPayload(p)
+	if err := CheckPayload(p); err != nil {
+		return err
+	}
+	// The request's own settings (Payload.Env, Send, Timings).
+	in.environ = withEnv(in.spec.Env, p.Env)
+	in.spec.Outputs.Send = p.Send
+	in.timings, in.tl.on = p.Timings, p.Timings
+	if !p.Timings {
+		in.tl.marks = nil
+	}
+	return nil
+}
+
+// withEnv is base with extra's variables set: a key of extra replaces
+// base's in place, a new one is appended (as profiles.mergeEnv merges).
+func withEnv(base, extra []string) []string {
+	out := append([]string{}, base...)
+	idx := make(map[string]int, len(out))
+	for i, kv := range out {
+		k, _, _ := strings.Cut(kv, "=")
+		idx[k] = i
+	}
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
 }
 
 // writeInputs streams each input file from the control pipe into the
@@ -332,7 +390,7 @@ func closeExtraFDsSlow() error {
 }
 
 func (in *initProc) env(key string) string {
-	for _, kv := range in.spec.Env {
+	for _, kv := range in.environ {
 		if k, v, _ := strings.Cut(kv, "="); k == key {
 			return v
 		}
@@ -396,7 +454,7 @@ func execErrno(err error) int {
 func (in *initProc) supervise(argv0 string, argv []string) int {
 	pid, err := syscall.ForkExec(argv0, argv, &syscall.ProcAttr{
 		Dir:   in.spec.Workdir,
-		Env:   in.spec.Env,
+		Env:   in.environ,
 		Files: []uintptr{0, 1, 2},
 		// A new session: the payload has no controlling terminal, so
 		// TIOCSTI and friends have nothing to act on (CVE-2017-5226).

@@ -3,14 +3,11 @@ package nsjail
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,39 +75,6 @@ const reportTimeout = 60 * time.Second
 // killGrace, so that a timed-out run still reports.
 const ReportGrace = 10 * time.Second
 
-// Run builds the sandbox, runs the payload in it and returns its Result.
-// It never panics on bad input and always returns a Result: a failure of
-// sbx itself is StatusSetupError with the reason in Message.
-func Run(ctx context.Context, job *Job) *Result {
-	start := time.Now()
-	res := newResult(job.Spec.ID, job.Spec.Profile, start)
-	s := &supervisor{job: job, res: res, inputsDone: make(chan struct{})}
-	s.tl.on = job.Timings != nil
-	if job.T0 != 0 {
-		s.tl.marks = append(s.tl.marks, Mark{"sbx: process started (main)", job.T0})
-	}
-	s.tl.add(job.Marks)
-	s.tl.mark("sbx: Run")
-	if err := s.run(ctx); err != nil {
-		res.Status, res.ExitCode, res.Signal = StatusSetupError, ExitSbxFailed, nil
-		res.Message = err.Error()
-	}
-	if s.stdout != nil {
-		res.Stdout, res.StdoutTruncated, res.StdoutBytes = s.stdout.String(), s.stdout.Truncated(), s.stdout.Total()
-		res.Stderr, res.StderrTruncated, res.StderrBytes = s.stderr.String(), s.stderr.Truncated(), s.stderr.Total()
-	}
-	res.Warnings = s.warnings
-	res.fillEmpty()
-	end := time.Now()
-	res.FinishedAt = end.UTC()
-	res.Usage.WallMS = end.Sub(start).Milliseconds()
-	s.tl.mark("sbx: result ready")
-	if job.Timings != nil {
-		s.tl.print(job.Timings)
-	}
-	return res
-}
-
 // SetupFailure is the Result of a run that failed before a sandbox
 // existed (a bad flag, a missing file).
 func SetupFailure(id, profile string, err error) *Result {
@@ -138,9 +102,12 @@ type supervisor struct {
 	// waitErr is the init's wait error, once watch has reaped it.
 	waitErr  error
 	warnings []string
-	// inputs are filled by writeControl, which closes inputsDone.
+	// inputs are filled by writePayload, which closes inputsDone.
 	inputs     []InputEntry
 	inputsDone chan struct{}
+	// setupSent is closed once writeSetup has sent the Spec and the
+	// Confine (or failed, with confineErr set).
+	setupSent chan struct{}
 	// filter is the compiled seccomp filter, compiled while the init
 	// sets up; confineErr is set when that failed.
 	filter     chan compiled
@@ -173,6 +140,35 @@ type supervisor struct {
 	// filesBroken gets the error of the workspace report's stream, if it
 	// broke off or broke the protocol.
 	filesBroken chan error
+
+	// The handle (sandbox.go). ctx is the sandbox's life: cancelling it
+	// (Close, or the context of Start or Exec while they run) kills it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	begun  time.Time // when the Result's clock started
+	cmd    *exec.Cmd
+	p      pipes
+	sink   outputSink
+	// phaseMu guards phase, what the handle says of itself.
+	phaseMu sync.Mutex
+	phase   Phase
+	// readyCh is closed by watch when the init says ready; execCh by
+	// Exec once the payload is on its way (watch re-arms its timers).
+	readyCh, execCh chan struct{}
+	// watchDone is closed when watch has returned exit and runErr.
+	watchDone chan struct{}
+	exit      *StatusMsg
+	runErr    error
+	// readers are the stdout, stderr and workspace report copies of
+	// one execution; filesErr is the report stream's error.
+	readers  sync.WaitGroup
+	filesErr error
+	// execDone is closed when Exec has returned (Close waits for it).
+	execDone  chan struct{}
+	execBegun bool
+	// cleanups run in reverse order, once, when the sandbox is torn down.
+	cleanups     []func()
+	teardownOnce sync.Once
 }
 
 type compiled struct {
@@ -216,160 +212,6 @@ func hostIDs(runID string) (uid, gid int) {
 // RootHostIDBase is the lowest host uid a sandbox started by root runs as.
 const RootHostIDBase = 0x5b000000
 
-func (s *supervisor) run(ctx context.Context) error {
-	job := s.job
-	if job.Spec.Outputs == (OutputSpec{}) {
-		job.Spec.Outputs = DefaultOutputSpec()
-	}
-	if err := errors.Join(job.Spec.Validate(), CheckPayload(&job.Payload)); err != nil {
-		return err
-	}
-	inputs, err := openInputs(job.Payload.Files)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, f := range inputs {
-			f.Close()
-		}
-	}()
-	var sink outputSink
-	if job.OutputDir != "" {
-		od, err := openOutputDir(job.OutputDir)
-		if err != nil {
-			return err
-		}
-		defer od.Close()
-		sink = od
-	}
-	job.Spec.Outputs.Send = sink != nil
-	if job.Proxy != nil {
-		defer job.Proxy.Close()
-		job.Spec.Proxy = true
-		job.Spec.Env = withProxyEnv(job.Spec.Env)
-	}
-	s.attached = make(chan struct{})
-	s.cgReady = make(chan struct{})
-	if err := s.setupLimits(); err != nil {
-		return err
-	}
-	defer s.destroyCgroup()
-	s.tl.mark("sbx: limits set up")
-	job.Spec.Timings = s.tl.on
-	s.filter = make(chan compiled, 1)
-	go compileFilter(job.Spec.Seccomp, s.filter)
-	specLine, err := encodeLine(&job.Spec)
-	if err != nil {
-		return fmt.Errorf("encode spec: %w", err)
-	}
-	payloadLine, err := encodeLine(&job.Payload)
-	if err != nil {
-		return fmt.Errorf("encode payload: %w", err)
-	}
-
-	var p pipes
-	defer p.closeAll()
-	if err := p.open(job.Stdin != nil, job.Proxy != nil); err != nil {
-		return err
-	}
-	s.stdout = newCapture(job.OutputLimit, job.Stdout)
-	s.stderr = newCapture(job.OutputLimit, job.Stderr)
-	s.overflow = make(chan struct{})
-	s.filesBroken = make(chan error, 1)
-	if job.Limits.OutputKill {
-		var once sync.Once
-		over := func() { once.Do(func() { close(s.overflow) }) }
-		s.stdout.onOverflow, s.stderr.onOverflow = over, over
-	}
-	s.ctlW = p.ctlW
-
-	// The Spec and Payload usually fit in the pipe's buffer, so they are
-	// waiting when the init comes up.
-	go s.writeControl(specLine, payloadLine, inputs)
-	cmd := s.initCmd(&p)
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that started the child exits,
-		// not the process (prctl(2), PR_SET_PDEATHSIG), so the start and
-		// the wait share one locked thread.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	s.tl.mark("sbx: prepared (inputs, pipes)")
-	if err := <-started; err != nil {
-		return startError(err)
-	}
-	s.tl.mark("sbx: clone+exec init (cmd.Start)")
-	p.closeChildEnds()
-	s.attachInit(cmd.Process.Pid)
-	defer s.closeCPUClock()
-
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); io.Copy(s.stdout, p.outR) }()
-	go func() { defer wg.Done(); io.Copy(s.stderr, p.errR) }()
-	var filesErr error
-	filesBroken := s.filesBroken // buffered: the one send never blocks
-	go func() {
-		defer wg.Done()
-		s.res.Files, s.res.FilesTruncated, s.res.FilesTruncatedReason, filesErr = readFiles(p.filesR, job.Spec.Outputs, sink)
-		if filesErr != nil {
-			// A broken report stream ends the run (watch); its EOF after
-			// the init's death comes too late to matter.
-			filesBroken <- filesErr
-		}
-		io.Copy(io.Discard, p.filesR) // never leave the init blocked on a full pipe
-	}()
-	if job.Stdin != nil {
-		go func(w *os.File) {
-			io.Copy(w, job.Stdin)
-			w.Close()
-		}(p.inW)
-		p.inW = nil
-	}
-
-	if job.Proxy != nil {
-		// The goroutine owns the socket from here: it reads it with a raw
-		// recvmsg, which closeAll must not race.
-		go s.serveProxy(p.proxyR)
-		p.proxyR = nil
-	}
-	events := make(chan statusEvent, 4)
-	go readStatus(p.stR, events)
-
-	exit, runErr := s.watch(ctx, cmd, events, exited)
-	<-s.cgReady // what it wrote to the Result is read below
-	// The init, the control pipe's only reader, is gone: the writer has
-	// finished, or failed with EPIPE.
-	<-s.inputsDone
-	s.res.Inputs = s.inputs
-	s.tl.mark("sbx: init reaped")
-	wg.Wait()
-	s.stdout.Finish()
-	s.stderr.Finish()
-	s.tl.mark("sbx: output drained")
-	if s.reportCut {
-		s.res.FilesTruncated = true
-	}
-	if s.confineErr != nil {
-		return s.confineErr
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if filesErr != nil && exit != nil && s.killedFor == "" {
-		s.warnings = append(s.warnings, "workspace report incomplete: "+filesErr.Error())
-	}
-	return s.finish(exit, cmd, s.waitErr)
-}
-
 // watch follows the init's status lines, enforcing the timers and
 // forwarding signals, until the init is reaped: it returns the exit
 // message, if any, and leaves the init's wait error in s.waitErr. Nothing the init or the
@@ -386,7 +228,13 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 	job := s.job
 	deadline := time.NewTimer(setupTimeout)
 	defer deadline.Stop()
-	phase := "setup" // what the deadline timer is guarding
+	// phase is what the deadline timer is guarding: the start (until
+	// ready), nothing while the sandbox waits for its payload, the
+	// payload's start (until started), the kill (killing) or the report.
+	phase := PhaseStarting
+	started, killing := false, false
+	var pending []int // signals for the payload, sent once it is on its way
+	execCh := s.execCh
 	var wall <-chan time.Time
 	var wallEnd time.Time // when the wall limit passes; zero without one
 	var cpuTick <-chan time.Time
@@ -423,7 +271,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 		s.killedFor = why
 		wall, cpuTick, cpuOver = nil, nil, nil
 		s.sendControl(Control{Kill: true})
-		phase = "kill"
+		killing = true
 		deadline.Reset(killGrace)
 	}
 	// cutReport ends a report that ran out of time or was interrupted:
@@ -433,13 +281,43 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 		s.warn("workspace report cut short: " + why + "; files may be missing")
 		hardKill()
 	}
+	// onExec: the payload is on its way; its start is timed like the
+	// sandbox's was.
+	onExec := func() {
+		execCh = nil
+		phase = PhaseRunning
+		if !s.hardKilled && !killing {
+			deadline.Reset(setupTimeout)
+		}
+		if len(pending) > 0 {
+			// After the payload (ctlMu): watch must not wait for it.
+			go func(sigs []int) {
+				for _, n := range sigs {
+					s.sendControl(Control{Signal: n})
+				}
+			}(pending)
+			pending = nil
+		}
+	}
 	for events != nil || !reaped {
 		select {
+		case <-execCh:
+			onExec()
 		case err := <-exited:
 			reaped, s.waitErr, exited = true, err, nil
 			// Nothing of the sandbox is left to write the status pipe:
 			// its EOF follows at once.
 		case ev, ok := <-events:
+			if execCh != nil {
+				// Exec closes execCh before it sends the payload, so
+				// whatever the init says of it comes after: handle it
+				// first, whichever case select picked.
+				select {
+				case <-execCh:
+					onExec()
+				default:
+				}
+			}
 			if !ok {
 				events = nil
 				continue
@@ -460,11 +338,19 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				stepErr = withHint(m.stepError())
 			case kindWarning:
 				s.warn(m.Msg)
-			case kindStarted:
-				if phase != "setup" {
+			case kindReady:
+				if phase != PhaseStarting || s.hardKilled {
 					continue
 				}
-				phase = "run"
+				// Confined and waiting: no timer runs until Exec.
+				phase = PhaseReady
+				deadline.Stop()
+				close(s.readyCh)
+			case kindStarted:
+				if phase != PhaseRunning || started || killing {
+					continue
+				}
+				started = true
 				deadline.Stop()
 				if s.cg != nil {
 					// Stale groups of a SIGKILLed sbx go now, off the
@@ -500,15 +386,18 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				// The payload is done: a late timer must not turn its
 				// exit into a timeout. What is left is the report.
 				wall, cpuTick, cpuOver = nil, nil, nil
-				phase = "report"
+				phase, killing = PhaseReporting, false
+				s.setPhase(PhaseReporting)
 				deadline.Reset(reportBudget(time.Now(), wallEnd))
 			}
 		case <-deadline.C:
-			switch phase {
-			case "setup":
+			switch {
+			case killing:
+				hardKill()
+			case phase == PhaseStarting || phase == PhaseRunning && !started:
 				s.killedFor = "setup"
 				hardKill()
-			case "report":
+			case phase == PhaseReporting:
 				cutReport(fmt.Sprintf("it ran past its time (at most %v, and no later than %v after the wall-clock limit)", reportTimeout, ReportGrace))
 			default:
 				hardKill()
@@ -535,7 +424,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			}
 		case <-s.overflow:
 			s.overflow = nil
-			if phase == "run" || phase == "setup" {
+			if phase != PhaseReporting && !killing {
 				limit("output_limit")
 			}
 		case <-done:
@@ -548,10 +437,14 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			n, ok := sig.(syscall.Signal)
 			switch {
 			case !ok || s.hardKilled:
-			case phase == "report":
+			case phase == PhaseReporting:
 				// No payload is left to get it: the signal is for sbx,
 				// which must not wait out the report.
 				cutReport("sbx got " + unix.SignalName(n))
+			case phase < PhaseRunning:
+				// Nothing on the control pipe may come before the
+				// payload: the init reads the payload next.
+				pending = append(pending, int(n))
 			default:
 				s.sendControl(Control{Signal: int(n)})
 			}
@@ -715,65 +608,6 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
-}
-
-// writeControl sends the Spec, the Payload and the input files' bytes. The
-// control pipe stays open afterwards: its EOF tells the init that the
-// supervisor is gone.
-//
-// Each input is hashed as it crosses: the Result (and the audit log) say
-// exactly what the payload was given.
-func (s *supervisor) writeControl(specLine, payloadLine []byte, inputs []*os.File) {
-	s.ctlMu.Lock()
-	defer s.ctlMu.Unlock()
-	defer close(s.inputsDone)
-	w := bufio.NewWriterSize(s.ctlW, 64<<10)
-	w.Write(specLine)
-	w.Flush() // the init can start while the filter compiles
-	// Nothing of the payload may reach the init before the init is in
-	// its cgroup: what it forks earlier would stay outside.
-	<-s.attached
-	if s.attachErr != nil {
-		s.confineErr = s.attachErr
-		s.ctlW.Close()
-		return
-	}
-	c := <-s.filter
-	if c.err != nil {
-		s.confineErr = fmt.Errorf("seccomp policy %s: %w", s.job.Spec.Seccomp, c.err)
-		s.ctlW.Close() // the init fails reading the rest, and says so
-		return
-	}
-	s.tl.mark("sbx: seccomp filter compiled")
-	confine, err := encodeLine(&Confine{Seccomp: c.f, Rlimits: s.lateRlimits})
-	if err != nil {
-		s.confineErr = err
-		s.ctlW.Close()
-		return
-	}
-	w.Write(confine)
-	w.Write(payloadLine)
-	for i, f := range inputs {
-		in := s.job.Payload.Files[i]
-		h := sha256.New()
-		src := &readErr{r: f}
-		if _, err := io.CopyN(io.MultiWriter(w, h), src, in.Size); err != nil {
-			if src.err != nil {
-				// The file shrank or failed while it was read: stop the
-				// init now (it would wait for the missing bytes) and say
-				// which input it was.
-				if errors.Is(src.err, io.EOF) {
-					src.err = fmt.Errorf("it shrank below %d bytes while it was read", in.Size)
-				}
-				s.confineErr = fmt.Errorf("input %s: %w", in.Source, src.err)
-				s.ctlW.Close()
-			}
-			// Otherwise the init is gone (EPIPE) and says why itself.
-			return
-		}
-		s.inputs = append(s.inputs, InputEntry{Path: in.Path, Source: in.Source, Size: in.Size, SHA256: hex.EncodeToString(h.Sum(nil))})
-	}
-	w.Flush()
 }
 
 // readErr remembers the error of its reader, to tell a failing source

@@ -51,8 +51,10 @@ type Spec struct {
 	Seccomp string `json:"seccomp"`
 	// Landlock asks the init for a Landlock ruleset (landlock_linux.go).
 	Landlock bool `json:"landlock,omitempty"`
-	// Timings asks the init to report when each setup step ended.
-	Timings bool `json:"timings,omitempty"`
+	// Nothing of one request lives here (issue 12, item 3): the --env
+	// additions, whether file contents are sent and the timings travel
+	// with the Payload, so that one Spec serves every request of a
+	// profile.
 }
 
 // Rlimit is one setrlimit(2) call; Resource is the RLIMIT_* name.
@@ -79,6 +81,16 @@ type Payload struct {
 	Argv []string `json:"argv"`
 	// Files are written into the workspace before the payload starts.
 	Files []File `json:"files"`
+	// Env are this payload's additions to the Spec's environment (sbx
+	// exec --env); a key set here replaces the Spec's.
+	Env []string `json:"env,omitempty"`
+	// Send asks the workspace report to carry the contents of created
+	// and modified files (OutputSpec.Send); the supervisor sets it when
+	// an output directory takes them.
+	Send bool `json:"send,omitempty"`
+	// Timings asks the init for its steps' timings; the supervisor sets
+	// it from Job.Timings.
+	Timings bool `json:"timings,omitempty"`
 }
 
 // File is one input streamed into the workspace. Its Size bytes follow the
@@ -203,7 +215,7 @@ func checkRlimits(rl []Rlimit) error {
 
 // CheckPayload validates what will run: a program and safe workspace paths.
 func CheckPayload(p *Payload) error {
-	var errs []error
+	errs := []error{checkEnv(p.Env)}
 	if len(p.Argv) == 0 || p.Argv[0] == "" {
 		errs = append(errs, errors.New("payload: no program to run"))
 	}

@@ -25,6 +25,14 @@ func fakeInit(t *testing.T) (*exec.Cmd, <-chan error) {
 	return cmd, exited
 }
 
+// running returns a supervisor whose payload was sent (Exec), as watch
+// sees it when the init reports the payload's start.
+func running(job *Job) *supervisor {
+	s := &supervisor{job: job, res: &Result{}, execCh: make(chan struct{}), readyCh: make(chan struct{})}
+	close(s.execCh)
+	return s
+}
+
 // watchWithin runs watch and fails the test if it does not return: sbx
 // would hang.
 func watchWithin(t *testing.T, s *supervisor, cmd *exec.Cmd, events chan statusEvent, exited <-chan error) (*StatusMsg, error) {
@@ -50,7 +58,7 @@ func watchWithin(t *testing.T, s *supervisor, cmd *exec.Cmd, events chan statusE
 
 func TestWatchFramingErrorIsFatal(t *testing.T) {
 	cmd, exited := fakeInit(t)
-	s := &supervisor{job: &Job{Timeout: time.Hour}, res: &Result{}}
+	s := running(&Job{Timeout: time.Hour})
 	events := make(chan statusEvent, 4)
 	events <- statusEvent{msg: StatusMsg{Kind: kindStarted, Pid: 2}}
 	events <- statusEvent{err: fmt.Errorf("%w: line longer than %d bytes", errStatusFraming, maxStatusLine)}
@@ -69,7 +77,7 @@ func TestWatchFramingErrorIsFatal(t *testing.T) {
 // end the run.
 func TestWatchTimersOutliveTheStream(t *testing.T) {
 	cmd, exited := fakeInit(t)
-	s := &supervisor{job: &Job{Timeout: 100 * time.Millisecond}, res: &Result{}}
+	s := running(&Job{Timeout: 100 * time.Millisecond})
 	events := make(chan statusEvent, 4)
 	events <- statusEvent{msg: StatusMsg{Kind: kindStarted, Pid: 2}}
 	close(events)
@@ -82,7 +90,7 @@ func TestWatchTimersOutliveTheStream(t *testing.T) {
 func TestWatchSignalEndsReport(t *testing.T) {
 	cmd, exited := fakeInit(t)
 	sigs := make(chan os.Signal, 1)
-	s := &supervisor{job: &Job{Timeout: time.Hour, Signals: sigs}, res: &Result{}}
+	s := running(&Job{Timeout: time.Hour, Signals: sigs})
 	events := make(chan statusEvent, 4)
 	events <- statusEvent{msg: StatusMsg{Kind: kindStarted, Pid: 2}}
 	events <- statusEvent{msg: StatusMsg{Kind: kindExit}}
@@ -105,7 +113,8 @@ func TestWatchSignalEndsReport(t *testing.T) {
 // protocol ends the report at once; the payload's exit is kept.
 func TestWatchBrokenReportIsFatal(t *testing.T) {
 	cmd, exited := fakeInit(t)
-	s := &supervisor{job: &Job{Timeout: time.Hour}, res: &Result{}, filesBroken: make(chan error, 1)}
+	s := running(&Job{Timeout: time.Hour})
+	s.filesBroken = make(chan error, 1)
 	events := make(chan statusEvent, 4)
 	events <- statusEvent{msg: StatusMsg{Kind: kindStarted, Pid: 2}}
 	events <- statusEvent{msg: StatusMsg{Kind: kindExit}}

@@ -58,7 +58,7 @@ type StatusMsg struct {
 	UserUS   int64 `json:"user_us,omitempty"`
 	SystemUS int64 `json:"system_us,omitempty"`
 	MaxRSSKB int64 `json:"maxrss_kb,omitempty"`
-	// Marks are the init's step timings (Spec.Timings).
+	// Marks are the init's step timings (Payload.Timings).
 	Marks []Mark `json:"marks,omitempty"`
 	// Filtered says a seccomp filter was loaded; Denials counts what it
 	// refused by syscall number, when DenialsKnown; DenialsOther counts

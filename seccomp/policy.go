@@ -523,3 +523,12 @@ func (c ArgCond) String() string {
 	}
 	return fmt.Sprintf("arg%d %s %#x", c.Arg, c.Op, c.Mask)
 }
+
+// Decide returns what p does with a call of name with args: the action,
+// and the errno for an action that fails the call. It reads the policy
+// as data, the way the compiled filter acts (TestCompiledMatchesPolicy
+// holds the two to each other), for property tests outside this package.
+func (p *Policy) Decide(name string, args [6]uint64) (Action, int) {
+	o := p.decide(name, args)
+	return o.Action, o.Errno
+}

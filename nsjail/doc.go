@@ -1,0 +1,54 @@
+// Package nsjail builds a sandbox and runs one payload in it: the
+// supervisor (host side: run.go, sandbox.go, limits.go, finish.go, ...)
+// and the init it re-executes as pid 1 of the sandbox's namespaces
+// (init_linux.go and the steps it calls).
+//
+// # Phases
+//
+// A Sandbox lives through the phases of Phase, in order, once:
+//
+//	Start ──► PhaseStarting ──► PhaseReady ──Exec──► PhaseRunning ──► PhaseReporting ──► PhaseClosed
+//	          namespaces,        confined,           payload in,      payload gone,      Close, or the
+//	          cgroup, mounts,    waiting (no         started, timed   workspace          end of Exec:
+//	          caps, seccomp      timer runs)                          report crosses     killed, destroyed
+//
+// Run is Start, Exec and Close back to back. A sandbox serves exactly one
+// payload: a second Exec is ErrUsed.
+//
+// # Wire protocol
+//
+// The supervisor writes the control pipe (fd 3 of the init); the init
+// answers with status lines on fd 4 and the workspace report on fd 5
+// (with a proxy, fd 6 carries its listening socket). Every control and
+// status message is one JSON line; the status stream is bounded and
+// strictly decoded (decodeStatus). Drawn the way runc's
+// libcontainer/sync.go draws its own:
+//
+//	supervisor (Start)                               init (pid 1)
+//	  clone /proc/self/exe ─────────────────────────► runtime up, signals ignored, not dumpable
+//	  ── Spec ──────────────────────────────────────► read spec
+//	  (compile filter; make cgroup, v1: attach        mounts, pivot_root, hostname, lo,
+//	   the init beside its set-up)                    proxy listener ══fd 6══► supervisor,
+//	                                                  user.* quotas (/proc/sys), mask /proc
+//	  ── Confine (filter, late rlimits) ────────────► read confine
+//	                                                  RLIMIT_CORE, caps, securebits,
+//	                                                  no_new_privs, Landlock, seccomp
+//	  ◄──────────────────────────────────── ready ─── (confined from here on)
+//	  wait for the cgroup attach; Start returns
+//	                      ... the sandbox waits, confined ...
+//	supervisor (Exec)
+//	  ── Payload, input bytes ──────────────────────► read payload, write inputs
+//	                                                  fork+exec (held at setsid for the
+//	                                                  payload's rlimits)
+//	  ◄────────────────────────────────── started ─── payload runs; timers start
+//	  ── Control (signal, kill) ────────────────────► forwarded to the payload
+//	  ◄───────────────────────────────────── exit ─── payload reaped, leftovers killed
+//	  ◄══════════════════════════ workspace report ══ fd 5 (bounded stream)
+//	  init reaped: Result                             exit
+//
+// A step that fails sends an error line (its name, path and errno) and
+// the init exits; a warning line may come at any time after ready.
+// Nothing goes on the control pipe before the Payload but the Spec and
+// the Confine: the supervisor holds signals that arrive earlier until the
+// Payload is on its way.
+package nsjail

@@ -1,0 +1,550 @@
+package nsjail
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Phase is where a Sandbox is in its one life. It only moves forward.
+type Phase int
+
+const (
+	// PhaseStarting: Start is building the sandbox.
+	PhaseStarting Phase = iota
+	// PhaseReady: built and confined (namespaces, cgroup, mounts,
+	// privileges dropped, seccomp loaded), waiting for its payload.
+	PhaseReady
+	// PhaseRunning: Exec sent the payload; it starts, runs, or is killed.
+	PhaseRunning
+	// PhaseReporting: the payload ended; the workspace report crosses.
+	PhaseReporting
+	// PhaseClosed: the init is gone and the sandbox destroyed.
+	PhaseClosed
+)
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseStarting:
+		return "starting"
+	case PhaseReady:
+		return "ready"
+	case PhaseRunning:
+		return "running"
+	case PhaseReporting:
+		return "reporting"
+	case PhaseClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("Phase(%d)", int(p))
+}
+
+// IO is where one execution's stdio goes.
+type IO struct {
+	// Stdin is copied to the payload's stdin. It needs a sandbox started
+	// with a Job.Stdin (which Exec then ignores); without one the payload
+	// reads /dev/null. nil closes the pipe: the payload reads EOF.
+	Stdin io.Reader
+	// Stdout and Stderr, when set, get the payload's output live.
+	Stdout, Stderr io.Writer
+}
+
+// Errors of the handle's use, as opposed to a run's failure, which is a
+// Result with StatusSetupError.
+var (
+	// ErrUsed: a sandbox serves exactly one payload.
+	ErrUsed = errors.New("nsjail: the sandbox already ran its payload (a sandbox serves exactly one)")
+	// ErrClosed: Close was called.
+	ErrClosed = errors.New("nsjail: the sandbox is closed")
+	// ErrNoStdin: IO.Stdin given to a sandbox started without Job.Stdin.
+	ErrNoStdin = errors.New("nsjail: the sandbox was started without a stdin pipe (set Job.Stdin)")
+)
+
+// Sandbox is one sandbox, built and confined by Start, which runs one
+// payload (Exec) and is then destroyed (Close). It is modelled on runc's
+// parentProcess and go-judge's Environment → Process: the phases are
+// typed, and the one-shot channels of a run are fields set before Start
+// returns.
+type Sandbox struct {
+	s *supervisor
+}
+
+// Start builds a sandbox up to "ready": namespaces, the cgroup with its
+// limits (the init in it), the mounts, privileges dropped and the seccomp
+// filter loaded in the init. Job.Payload, Job.Stdout and Job.Stderr are
+// not used: they are Exec's. Job.Stdin only says whether the payload gets
+// a stdin pipe. ctx bounds Start only.
+func Start(ctx context.Context, job *Job) (*Sandbox, error) {
+	s := newSupervisor(job)
+	s.tl.mark("sbx: Start")
+	if err := s.start(ctx); err != nil {
+		s.teardown()
+		return nil, err
+	}
+	return &Sandbox{s}, nil
+}
+
+// Phase says where the sandbox is.
+func (sb *Sandbox) Phase() Phase { return sb.s.getPhase() }
+
+// InitPid is the host pid of the sandbox's init.
+func (sb *Sandbox) InitPid() int { return sb.s.cmd.Process.Pid }
+
+// Exec sends the payload (code, argv, env, input files) and returns its
+// Result once the payload ended and its workspace was reported; the
+// sandbox is then destroyed. The Result's clock starts at Exec. A failure
+// of sbx is a Result with StatusSetupError; the error is for misuse only
+// (ErrUsed, ErrClosed, ErrNoStdin). ctx bounds the execution: cancelling
+// it kills the sandbox, as Close does.
+func (sb *Sandbox) Exec(ctx context.Context, p Payload, pio IO) (*Result, error) {
+	s := sb.s
+	if pio.Stdin != nil && s.job.Stdin == nil {
+		return nil, ErrNoStdin
+	}
+	if err := s.claim(); err != nil {
+		return nil, err
+	}
+	defer close(s.execDone)
+	s.begun = time.Now()
+	s.res.StartedAt = s.begun.UTC()
+	s.tl.mark("sbx: Exec")
+	err := CheckPayload(&p)
+	var inputs []*os.File
+	if err == nil {
+		inputs, err = openInputs(p.Files)
+	}
+	if err == nil {
+		err = s.exec(ctx, &p, inputs, pio)
+	} else {
+		// The sandbox was meant for this payload: it goes with it.
+		s.cancel(err)
+		<-s.watchDone
+	}
+	closeFiles(inputs)
+	s.teardown()
+	return s.result(err), nil
+}
+
+// Close kills the sandbox, waits for its init, and destroys what is left
+// (the cgroup, the pipes). A running Exec returns at once, cancelled.
+// Close after Exec returned has nothing left to do; it is safe to call
+// more than once.
+func (sb *Sandbox) Close() error {
+	s := sb.s
+	s.cancel(ErrClosed)
+	<-s.watchDone
+	s.phaseMu.Lock()
+	begun := s.execBegun
+	s.phaseMu.Unlock()
+	if begun {
+		<-s.execDone
+	}
+	s.teardown()
+	return nil
+}
+
+// Run builds the sandbox, runs the payload in it and returns its Result:
+// Start, Exec and Close in one. It never panics on bad input and always
+// returns a Result: a failure of sbx itself is StatusSetupError with the
+// reason in Message.
+func Run(ctx context.Context, job *Job) *Result {
+	s := newSupervisor(job)
+	s.tl.mark("sbx: Run")
+	// The payload is checked, and its inputs opened, before anything is
+	// built: a bad one costs no sandbox.
+	err := errors.Join(job.Spec.Validate(), CheckPayload(&job.Payload))
+	var inputs []*os.File
+	if err == nil {
+		inputs, err = openInputs(job.Payload.Files)
+	}
+	if err == nil {
+		err = s.start(ctx)
+	}
+	if err == nil && s.claim() == nil {
+		err = s.exec(ctx, &job.Payload, inputs, IO{Stdin: job.Stdin, Stdout: job.Stdout, Stderr: job.Stderr})
+		close(s.execDone)
+	}
+	closeFiles(inputs)
+	s.teardown()
+	return s.result(err)
+}
+
+func newSupervisor(job *Job) *supervisor {
+	s := &supervisor{
+		job:         job,
+		begun:       time.Now(),
+		inputsDone:  make(chan struct{}),
+		setupSent:   make(chan struct{}),
+		attached:    make(chan struct{}),
+		cgReady:     make(chan struct{}),
+		readyCh:     make(chan struct{}),
+		execCh:      make(chan struct{}),
+		watchDone:   make(chan struct{}),
+		execDone:    make(chan struct{}),
+		overflow:    make(chan struct{}),
+		filesBroken: make(chan error, 1),
+		filter:      make(chan compiled, 1),
+	}
+	s.res = newResult(job.Spec.ID, job.Spec.Profile, s.begun)
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	s.tl.on = job.Timings != nil
+	if job.T0 != 0 {
+		s.tl.marks = append(s.tl.marks, Mark{"sbx: process started (main)", job.T0})
+	}
+	s.tl.add(job.Marks)
+	if job.Spec.Outputs == (OutputSpec{}) {
+		job.Spec.Outputs = DefaultOutputSpec()
+	}
+	return s
+}
+
+func (s *supervisor) getPhase() Phase {
+	s.phaseMu.Lock()
+	defer s.phaseMu.Unlock()
+	return s.phase
+}
+
+func (s *supervisor) setPhase(p Phase) {
+	s.phaseMu.Lock()
+	defer s.phaseMu.Unlock()
+	if p > s.phase {
+		s.phase = p
+	}
+}
+
+// claim moves a ready sandbox to running, for its one payload.
+func (s *supervisor) claim() error {
+	s.phaseMu.Lock()
+	defer s.phaseMu.Unlock()
+	switch {
+	case s.phase == PhaseClosed:
+		return ErrClosed
+	case s.phase != PhaseReady || s.execBegun:
+		return ErrUsed
+	}
+	s.phase, s.execBegun = PhaseRunning, true
+	return nil
+}
+
+// onTeardown registers f to run when the sandbox is destroyed (in reverse
+// order of registration, like defer).
+func (s *supervisor) onTeardown(f func()) { s.cleanups = append(s.cleanups, f) }
+
+func (s *supervisor) teardown() {
+	s.teardownOnce.Do(func() {
+		for i := len(s.cleanups) - 1; i >= 0; i-- {
+			s.cleanups[i]()
+		}
+		s.cancel(ErrClosed) // nothing is left to cancel; releases the context
+		s.setPhase(PhaseClosed)
+	})
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// start builds the sandbox and returns once the init said ready (it is
+// confined) and is in its cgroup, or with why it never got there.
+func (s *supervisor) start(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
+	defer stop()
+	job := s.job
+	if err := job.Spec.Validate(); err != nil {
+		return err
+	}
+	if job.OutputDir != "" {
+		od, err := openOutputDir(job.OutputDir)
+		if err != nil {
+			return err
+		}
+		s.onTeardown(func() { od.Close() })
+		s.sink = od
+	}
+	if job.Proxy != nil {
+		s.onTeardown(func() { job.Proxy.Close() })
+		job.Spec.Proxy = true
+		job.Spec.Env = withProxyEnv(job.Spec.Env)
+	}
+	if err := s.setupLimits(); err != nil {
+		return err
+	}
+	s.onTeardown(s.destroyCgroup)
+	s.tl.mark("sbx: limits set up")
+	go compileFilter(job.Spec.Seccomp, s.filter)
+	specLine, err := encodeLine(&job.Spec)
+	if err != nil {
+		return fmt.Errorf("encode spec: %w", err)
+	}
+	p := &s.p
+	s.onTeardown(p.closeAll)
+	if err := p.open(job.Stdin != nil, job.Proxy != nil); err != nil {
+		return err
+	}
+	s.ctlW = p.ctlW
+
+	// The Spec usually fits in the pipe's buffer, so it is waiting when
+	// the init comes up; the Confine follows once the filter is compiled.
+	go s.writeSetup(specLine)
+	cmd := s.initCmd(p)
+	s.cmd = cmd
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that started the child exits,
+		// not the process (prctl(2), PR_SET_PDEATHSIG), so the start and
+		// the wait share one locked thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	s.tl.mark("sbx: prepared (pipes)")
+	if err := <-started; err != nil {
+		close(s.watchDone) // no watch: Close must not wait for one
+		return startError(err)
+	}
+	s.tl.mark("sbx: clone+exec init (cmd.Start)")
+	p.closeChildEnds()
+	s.attachInit(cmd.Process.Pid)
+	if job.Proxy != nil {
+		// The goroutine owns the socket from here: it reads it with a raw
+		// recvmsg, which closeAll must not race.
+		go s.serveProxy(p.proxyR)
+		p.proxyR = nil
+	}
+	events := make(chan statusEvent, 4)
+	go readStatus(p.stR, events)
+	go func() {
+		defer close(s.watchDone)
+		s.exit, s.runErr = s.watch(s.ctx, cmd, events, exited)
+	}()
+
+	select {
+	case <-s.readyCh:
+	case <-s.watchDone:
+		// The init is gone before it was ready: say why.
+		if err := s.conclude(); err != nil {
+			return err
+		}
+		return errors.New("sbx init ended before it was ready")
+	}
+	// Nothing of the payload may reach the init before the init is in
+	// its cgroup: what it forks earlier would stay outside.
+	<-s.attached
+	<-s.setupSent
+	if s.attachErr != nil {
+		s.confineErr = s.attachErr
+		s.cancel(s.attachErr)
+		<-s.watchDone
+		return s.attachErr
+	}
+	s.setPhase(PhaseReady)
+	s.tl.mark("sbx: sandbox ready")
+	return nil
+}
+
+// exec runs one payload in a ready sandbox and fills the Result. The
+// inputs are open, their sizes fixed (openInputs).
+func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, pio IO) error {
+	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
+	defer stop()
+	job, p := s.job, &s.p
+	// What this request asks of the report and of the init travels with
+	// its payload, never in the Spec.
+	pl.Send, pl.Timings = s.sink != nil, s.tl.on
+	outputs := job.Spec.Outputs
+	outputs.Send = pl.Send
+	payloadLine, err := encodeLine(pl)
+	if err != nil {
+		close(s.inputsDone)
+		s.cancel(err)
+		<-s.watchDone
+		return fmt.Errorf("encode payload: %w", err)
+	}
+	s.stdout = newCapture(job.OutputLimit, pio.Stdout)
+	s.stderr = newCapture(job.OutputLimit, pio.Stderr)
+	if job.Limits.OutputKill {
+		var once sync.Once
+		over := func() { once.Do(func() { close(s.overflow) }) }
+		s.stdout.onOverflow, s.stderr.onOverflow = over, over
+	}
+	s.readers.Add(3)
+	go func() { defer s.readers.Done(); io.Copy(s.stdout, p.outR) }()
+	go func() { defer s.readers.Done(); io.Copy(s.stderr, p.errR) }()
+	filesBroken := s.filesBroken // buffered: the one send never blocks
+	go func() {
+		defer s.readers.Done()
+		var err error
+		s.res.Files, s.res.FilesTruncated, s.res.FilesTruncatedReason, err = readFiles(p.filesR, outputs, s.sink)
+		if err != nil {
+			// A broken report stream ends the run (watch); its EOF after
+			// the init's death comes too late to matter.
+			s.filesErr = err
+			filesBroken <- err
+		}
+		io.Copy(io.Discard, p.filesR) // never leave the init blocked on a full pipe
+	}()
+	if p.inW != nil {
+		go func(w *os.File, r io.Reader) {
+			if r != nil {
+				io.Copy(w, r)
+			}
+			w.Close()
+		}(p.inW, pio.Stdin)
+		p.inW = nil
+	}
+	// The payload goes first on the control pipe; a signal or a kill
+	// watch sends meanwhile waits for it (ctlMu, handed to the writer).
+	// execCh is closed first: watch must know of the payload before the
+	// init can report its start.
+	s.ctlMu.Lock()
+	close(s.execCh)
+	go s.writePayload(payloadLine, pl, inputs)
+	<-s.watchDone
+	return s.conclude()
+}
+
+// conclude collects a run whose watch has returned: the output drained,
+// the inputs' record, and the status decided (finish).
+func (s *supervisor) conclude() error {
+	// After finish: the task clock may raise usage.cpu_ms (cputotal_linux.go).
+	defer s.closeCPUClock()
+	<-s.cgReady // what it wrote to the Result is read below
+	if s.execBegun {
+		// The init, the control pipe's only reader, is gone: the writer
+		// has finished, or failed with EPIPE.
+		<-s.inputsDone
+		s.res.Inputs = s.inputs
+	}
+	s.tl.mark("sbx: init reaped")
+	s.readers.Wait()
+	if s.stdout != nil {
+		s.stdout.Finish()
+		s.stderr.Finish()
+	}
+	s.tl.mark("sbx: output drained")
+	if s.reportCut {
+		s.res.FilesTruncated = true
+	}
+	<-s.setupSent
+	if s.confineErr != nil {
+		return s.confineErr
+	}
+	if s.runErr != nil {
+		return s.runErr
+	}
+	if s.filesErr != nil && s.exit != nil && s.killedFor == "" {
+		s.warnings = append(s.warnings, "workspace report incomplete: "+s.filesErr.Error())
+	}
+	return s.finish(s.exit, s.cmd, s.waitErr)
+}
+
+// result completes the Result of the execution (or of the failed start).
+func (s *supervisor) result(err error) *Result {
+	res := s.res
+	if err != nil {
+		res.Status, res.ExitCode, res.Signal = StatusSetupError, ExitSbxFailed, nil
+		res.Message = err.Error()
+	}
+	if s.stdout != nil {
+		res.Stdout, res.StdoutTruncated, res.StdoutBytes = s.stdout.String(), s.stdout.Truncated(), s.stdout.Total()
+		res.Stderr, res.StderrTruncated, res.StderrBytes = s.stderr.String(), s.stderr.Truncated(), s.stderr.Total()
+	}
+	res.fillEmpty()
+	s.warnMu.Lock()
+	res.Warnings = s.warnings
+	s.warnMu.Unlock()
+	end := time.Now()
+	res.FinishedAt = end.UTC()
+	res.Usage.WallMS = end.Sub(s.begun).Milliseconds()
+	s.tl.mark("sbx: result ready")
+	if s.job.Timings != nil {
+		s.tl.print(s.job.Timings)
+	}
+	return res
+}
+
+// writeSetup sends the Spec at once and the Confine as soon as the filter
+// is compiled and the late rlimits are known (the cgroup is made, or
+// failed): the init reads it after its mounts and confines itself before
+// it says ready. The control pipe stays open afterwards: its EOF tells the
+// init that the supervisor is gone.
+func (s *supervisor) writeSetup(specLine []byte) {
+	defer close(s.setupSent)
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	w := bufio.NewWriterSize(s.ctlW, 64<<10)
+	w.Write(specLine)
+	w.Flush() // the init can start while the filter compiles
+	c := <-s.filter
+	if c.err != nil {
+		s.confineErr = fmt.Errorf("seccomp policy %s: %w", s.job.Spec.Seccomp, c.err)
+		s.ctlW.Close() // the init fails reading the rest, and says so
+		return
+	}
+	s.tl.mark("sbx: seccomp filter compiled")
+	<-s.cgReady
+	if s.cgErr != nil {
+		// No sandbox without its cgroup: the init fails reading the
+		// Confine, and the run with cgErr.
+		s.confineErr = s.cgErr
+		s.ctlW.Close()
+		return
+	}
+	confine, err := encodeLine(&Confine{Seccomp: c.f, Rlimits: s.lateRlimits})
+	if err != nil {
+		s.confineErr = err
+		s.ctlW.Close()
+		return
+	}
+	w.Write(confine)
+	w.Flush()
+}
+
+// writePayload sends the Payload and the input files' bytes; the caller
+// holds ctlMu, which it releases.
+//
+// Each input is hashed as it crosses: the Result (and the audit log) say
+// exactly what the payload was given.
+func (s *supervisor) writePayload(payloadLine []byte, pl *Payload, inputs []*os.File) {
+	defer s.ctlMu.Unlock()
+	defer close(s.inputsDone)
+	w := bufio.NewWriterSize(s.ctlW, 64<<10)
+	w.Write(payloadLine)
+	for i, f := range inputs {
+		in := pl.Files[i]
+		h := sha256.New()
+		src := &readErr{r: f}
+		if _, err := io.CopyN(io.MultiWriter(w, h), src, in.Size); err != nil {
+			if src.err != nil {
+				// The file shrank or failed while it was read: stop the
+				// init now (it would wait for the missing bytes) and say
+				// which input it was.
+				if errors.Is(src.err, io.EOF) {
+					src.err = fmt.Errorf("it shrank below %d bytes while it was read", in.Size)
+				}
+				s.confineErr = fmt.Errorf("input %s: %w", in.Source, src.err)
+				s.ctlW.Close()
+			}
+			// Otherwise the init is gone (EPIPE) and says why itself.
+			return
+		}
+		s.inputs = append(s.inputs, InputEntry{Path: in.Path, Source: in.Source, Size: in.Size, SHA256: hex.EncodeToString(h.Sum(nil))})
+	}
+	w.Flush()
+}
