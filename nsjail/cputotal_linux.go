@@ -485,8 +485,9 @@ func (s *supervisor) openCPUClock(initPid int) {
 // task clock once the run is over. First it raises usage.cpu_ms to the
 // clock's total when that is more than the init's rusage said: every
 // process has ended by then, and the clock also counted the children
-// nobody waited for (user_ms and system_ms stay the rusage's: the clock
-// does not split them). It waits for attachInit, which opens the clock.
+// nobody waited for (user_ms and system_ms keep the rusage's proportion:
+// the clock does not split them). It waits for attachInit, which opens
+// the clock.
 func (s *supervisor) closeCPUClock() {
 	<-s.attached
 	if s.cpuClock >= 0 {
@@ -517,7 +518,17 @@ func (s *supervisor) usageFromClock() {
 	if n, err := unix.Read(s.cpuClock, b[:]); err != nil || n != 8 {
 		return
 	}
-	if ms := int64(*(*uint64)(unsafe.Pointer(&b[0])) / 1e6); ms > s.res.Usage.CPUMS {
-		s.res.Usage.CPUMS = ms
+	u := &s.res.Usage
+	if ms := int64(*(*uint64)(unsafe.Pointer(&b[0])) / 1e6); ms > u.CPUMS {
+		// The clock does not split user from system time: the rusage's
+		// proportion carries over, so that user_ms + system_ms stays
+		// cpu_ms for a client that adds them up.
+		if rus := u.UserMS + u.SystemMS; rus > 0 {
+			u.UserMS = u.UserMS * ms / rus
+		} else {
+			u.UserMS = ms
+		}
+		u.SystemMS = ms - u.UserMS
+		u.CPUMS = ms
 	}
 }
