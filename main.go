@@ -261,21 +261,22 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if err := applyFlags(c, prof); err != nil {
 		return fail(err)
 	}
-	payload, err = payloadFromArgs(c, rawArgs)
-	if err != nil {
-		return fail(err)
-	}
 	var warnings []string
 	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {
 		return fail(fmt.Errorf("--input-dir given twice (%s): give one directory, and single files with --file", strings.Join(*dirs, ", ")))
 	}
-	if dir := c.Generic("input-dir").(*everyValue).String(); dir != "" {
-		files, w, err := nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize))
-		if err != nil {
+	var inputs []nsjail.File
+	dir := c.Generic("input-dir").(*everyValue).String()
+	if dir != "" {
+		if inputs, warnings, err = nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize)); err != nil {
 			return fail(err)
 		}
-		payload.Files, warnings = append(files, payload.Files...), w
 	}
+	payload, err = payloadFromArgs(c, rawArgs, dir, inputs)
+	if err != nil {
+		return fail(err)
+	}
+	payload.Files = append(inputs, payload.Files...)
 	env := c.StringSlice("env")
 	for _, kv := range env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -428,8 +429,9 @@ func sha256Hex(b []byte) string {
 }
 
 // payloadFromArgs reads the three forms: FILE.py [ARGS], -c CODE [ARGS],
-// and -- CMD [ARGS].
-func payloadFromArgs(c *cli.Context, rawArgs []string) (nsjail.Payload, error) {
+// and -- CMD [ARGS]. dir is --input-dir ("" if none) and inputs the files
+// taken from it: a script inside it runs from its place there.
+func payloadFromArgs(c *cli.Context, rawArgs []string, dir string, inputs []nsjail.File) (nsjail.Payload, error) {
 	var p nsjail.Payload
 	args := c.Args().Slice()
 	for _, spec := range c.StringSlice("file") {
@@ -447,22 +449,64 @@ func payloadFromArgs(c *cli.Context, rawArgs []string) (nsjail.Payload, error) {
 	case afterDoubleDash(rawArgs, len(args)):
 		p.Argv = args
 	default:
-		script, err := filepath.EvalSymlinks(args[0])
+		script, dest, err := locateScript(args[0], dir)
 		if err != nil {
-			return p, fmt.Errorf("script %s: %w", args[0], unwrapPath(err))
+			return p, err
 		}
-		fi, err := os.Stat(script)
-		if err != nil {
-			return p, fmt.Errorf("script %s: %w", script, unwrapPath(err))
+		if !hasInput(inputs, dest) {
+			p.Files = append(p.Files, nsjail.File{Path: dest, Source: script, Mode: 0o644})
 		}
-		if !fi.Mode().IsRegular() {
-			return p, fmt.Errorf("script %s: not a regular file", script)
-		}
-		dest := filepath.Base(script)
-		p.Files = append(p.Files, nsjail.File{Path: dest, Source: script, Mode: 0o644})
 		p.Argv = append([]string{"python3", dest}, args[1:]...)
 	}
 	return p, nil
+}
+
+// locateScript finds the script arg names, and where it goes in the
+// workspace: a script inside the input dir dir keeps its place there (so
+// `sbx exec --input-dir . main.py` runs the project's main.py, next to
+// its modules), and a relative arg that is not there from the current
+// directory is looked up in dir ("--input-dir proj main.py"). Any other
+// script goes to the workspace's top, under its own name.
+func locateScript(arg, dir string) (src, dest string, err error) {
+	src, err = filepath.EvalSymlinks(arg)
+	if err != nil && dir != "" && !filepath.IsAbs(arg) {
+		if s, derr := filepath.EvalSymlinks(filepath.Join(dir, arg)); derr == nil {
+			src, err = s, nil
+		}
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("script %s: %w", arg, unwrapPath(err))
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return "", "", fmt.Errorf("script %s: %w", src, unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return "", "", fmt.Errorf("script %s: not a regular file", src)
+	}
+	if src, err = filepath.Abs(src); err != nil {
+		return "", "", fmt.Errorf("script %s: %w", arg, err)
+	}
+	if dir != "" {
+		if root, err := filepath.EvalSymlinks(dir); err == nil {
+			if root, err = filepath.Abs(root); err == nil {
+				if rel, err := filepath.Rel(root, src); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+					return src, filepath.ToSlash(rel), nil
+				}
+			}
+		}
+	}
+	return src, filepath.Base(src), nil
+}
+
+// hasInput tells whether path is among the inputs.
+func hasInput(inputs []nsjail.File, path string) bool {
+	for _, f := range inputs {
+		if f.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonRequested tells whether --json is among sbx's own arguments (those
