@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -272,10 +273,19 @@ func execAction(c *cli.Context, rawArgs []string) error {
 			return fail(err)
 		}
 	}
-	payload, err = payloadFromArgs(c, rawArgs, dir, inputs)
+	rootfs := prof.Filesystem.Rootfs
+	if rootfs == "" {
+		rootfs = "/"
+	}
+	sc := &script{dir: dir, inputs: inputs, maxBytes: int64(prof.Limits.WorkspaceSize), rootfs: rootfs}
+	payload, err = payloadFromArgs(c, rawArgs, sc)
+	if sc.tmp != "" {
+		defer os.Remove(sc.tmp)
+	}
 	if err != nil {
 		return fail(err)
 	}
+	warnings = append(warnings, sc.warnings...)
 	payload.Files = append(inputs, payload.Files...)
 	env := c.StringSlice("env")
 	for _, kv := range env {
@@ -291,13 +301,28 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if err != nil {
 		return fail(err)
 	}
+	if err := checkExecSize(payload.Argv, spec.Env, c.IsSet("c")); err != nil {
+		return fail(err)
+	}
+	// What sbx found before the run (inputs skipped, a script that may
+	// not be Python) is said now in terminal mode, and in the Result.
+	if !asJSON {
+		for _, w := range warnings {
+			fmt.Fprintln(os.Stderr, "sbx: warning: "+w)
+		}
+	}
+	// A script read from stdin used it up: the payload's is empty.
+	var stdin io.Reader = os.Stdin
+	if sc.usedStdin {
+		stdin = nil
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	job := &nsjail.Job{
 		Spec:        spec,
 		Payload:     payload,
-		Stdin:       os.Stdin,
+		Stdin:       stdin,
 		OutputLimit: int64(prof.Limits.Output),
 		Timeout:     time.Duration(prof.Limits.WallTime),
 		OutputDir:   c.String("output-dir"),
@@ -431,7 +456,7 @@ func sha256Hex(b []byte) string {
 // payloadFromArgs reads the three forms: FILE.py [ARGS], -c CODE [ARGS],
 // and -- CMD [ARGS]. dir is --input-dir ("" if none) and inputs the files
 // taken from it: a script inside it runs from its place there.
-func payloadFromArgs(c *cli.Context, rawArgs []string, dir string, inputs []nsjail.File) (nsjail.Payload, error) {
+func payloadFromArgs(c *cli.Context, rawArgs []string, sc *script) (nsjail.Payload, error) {
 	var p nsjail.Payload
 	args := c.Args().Slice()
 	for _, spec := range c.StringSlice("file") {
@@ -449,14 +474,25 @@ func payloadFromArgs(c *cli.Context, rawArgs []string, dir string, inputs []nsja
 	case afterDoubleDash(rawArgs, len(args)):
 		p.Argv = args
 	default:
-		script, dest, err := locateScript(args[0], dir)
+		var src, dest string
+		var err error
+		if isStdin(args[0]) || isPipe(args[0]) {
+			src, err = sc.readPipedScript(args[0])
+			dest = stdinScript
+		} else {
+			src, dest, err = locateScript(args[0], sc.dir)
+		}
 		if err != nil {
 			return p, err
 		}
-		if !hasInput(inputs, dest) {
-			p.Files = append(p.Files, nsjail.File{Path: dest, Source: script, Mode: 0o644})
+		if !hasInput(sc.inputs, dest) {
+			p.Files = append(p.Files, nsjail.File{Path: dest, Source: src, Mode: 0o644})
 		}
-		p.Argv = append([]string{"python3", dest}, args[1:]...)
+		argv, err := sc.interpreter(src, dest)
+		if err != nil {
+			return p, err
+		}
+		p.Argv = append(argv, args[1:]...)
 	}
 	return p, nil
 }

@@ -81,3 +81,75 @@ func TestEmptyInputDir(t *testing.T) {
 }
 
 var _ = nsjail.StatusOK
+
+// TestCodeOnStdin: `sbx exec -` and `sbx exec /dev/stdin` read the script
+// from a pipe (the payload's stdin is then empty); code past what execve
+// takes is refused on the host, pointing to `-` (issue 19, point 11).
+func TestCodeOnStdin(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		for _, arg := range []string{"-", "/dev/stdin"} {
+			out := r.exec(t, "import sys\nprint('from stdin', sys.argv[1:], repr(sys.stdin.read()))\n", "exec", arg, "a1")
+			if want := "from stdin ['a1'] ''\n"; out.code != 0 || out.stdout != want {
+				t.Errorf("sbx exec %s a1 < code: exit %d stdout %q stderr %q, want %q", arg, out.code, out.stdout, out.stderr, want)
+			}
+		}
+		// One environment string past MAX_ARG_STRLEN (128 KiB): the
+		// shell would refuse it on sbx's own command line, but a profile
+		// file can bring it.
+		prof := filepath.Join(dataDir, "bigenv-"+r.name+".toml")
+		os.WriteFile(prof, []byte("[env]\nBIG = \""+strings.Repeat("x", 200<<10)+"\"\n"), 0o644)
+		defer os.Remove(prof)
+		out := r.exec(t, "", "exec", "--profile", prof, "-c", "pass")
+		if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "environment variable BIG") || !strings.Contains(out.stderr, "MAX_ARG_STRLEN") {
+			t.Errorf("a 200 KiB env string: exit %d stderr %q, want 125 naming BIG and MAX_ARG_STRLEN", out.code, out.stderr)
+		}
+		// -c CODE with the environment past a quarter of a 1 MiB stack:
+		// refused on the host, saying to give the code on stdin.
+		os.WriteFile(prof, []byte("[env]\nMID1 = \""+strings.Repeat("x", 70<<10)+"\"\nMID2 = \""+strings.Repeat("x", 70<<10)+"\"\n"), 0o644)
+		cmd := r.command("exec", "--profile", prof, "-c", "#"+strings.Repeat("x", 120<<10))
+		cmd.Args = append([]string{"prlimit", "--stack=1048576", "--"}, cmd.Args...)
+		cmd.Path = "/usr/bin/prlimit"
+		var se strings.Builder
+		cmd.Stderr = &se
+		err := cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != nsjail.ExitSbxFailed || !strings.Contains(se.String(), "sbx exec - < code.py") {
+			t.Errorf("-c of 120 KiB under a 1 MiB stack: %v exit %d stderr %q, want 125 saying to use sbx exec -", err, code, se.String())
+		}
+	})
+}
+
+// TestShebangScripts: a script whose #! line names another interpreter of
+// the sandbox's root runs with it; a .sh or .js without one is warned
+// about rather than left to a bare SyntaxError (issue 19, point 12).
+func TestShebangScripts(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		dir := project(t, "shebang-"+r.name, map[string]string{
+			"b.sh":     "#!/bin/bash\necho \"bash ${BASH_VERSINFO[0]} $1\"\n",
+			"s.sh":     "#!/bin/sh -e\necho \"sh $1\"\n",
+			"p":        "#!/usr/bin/env python3\nimport sys; print('py', sys.argv[1])\n",
+			"plain.sh": "echo hi\n",
+			"plain.js": "console.log(1)\n",
+			"gone.sh":  "#!/no/such/shell\necho hi\n",
+		})
+		for name, want := range map[string]string{"b.sh": "bash 5 x\n", "s.sh": "sh x\n", "p": "py x\n"} {
+			res, out := r.result(t, filepath.Join(dir, name), "x")
+			if res.Status != nsjail.StatusOK || res.Stdout != want {
+				t.Errorf("%s: status %s stdout %q stderr %q (sbx: %s), want %q", name, res.Status, res.Stdout, res.Stderr, out.stderr, want)
+			}
+		}
+		for _, name := range []string{"plain.sh", "plain.js"} {
+			res, _ := r.result(t, filepath.Join(dir, name))
+			if len(res.Warnings) == 0 || !strings.Contains(strings.Join(res.Warnings, "\n"), name+" has no #! line") {
+				t.Errorf("%s: warnings %q, want one saying it has no #! line", name, res.Warnings)
+			}
+			out := r.exec(t, "", "exec", filepath.Join(dir, name))
+			if !strings.Contains(out.stderr, "sbx: warning: script "+name) {
+				t.Errorf("%s in terminal mode: stderr %q, want the warning line", name, out.stderr)
+			}
+		}
+		out := r.exec(t, "", "exec", filepath.Join(dir, "gone.sh"))
+		if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "/no/such/shell") {
+			t.Errorf("gone.sh: exit %d stderr %q, want 125 naming the missing interpreter", out.code, out.stderr)
+		}
+	})
+}
