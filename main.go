@@ -217,6 +217,7 @@ func execCommand(rawArgs []string) *cli.Command {
 			&cli.StringSliceFlag{Name: "env", Usage: "set `KEY=VALUE` in the sandbox (repeatable); the host environment never enters"},
 			&cli.BoolFlag{Name: "debug-timings", Usage: "print how long each step of the run took, on stderr"},
 			&cli.StringFlag{Name: "output-dir", Usage: "copy the files the run created or changed in the workspace to `DIR` (regular files only; links are listed, never followed)"},
+			&cli.BoolFlag{Name: "overwrite-output", Usage: "let --output-dir be a directory that is not empty: the run's files replace those of the same names, the others stay"},
 			&cli.GenericFlag{Name: "input-dir", Value: &everyValue{}, Usage: "copy every regular file below `DIR` into the workspace, at the same relative paths (once)"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line about the run to `FILE` (fsync'd); a run that cannot be logged fails"},
 			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
@@ -287,6 +288,11 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	}
 	warnings = append(warnings, sc.warnings...)
 	payload.Files = append(inputs, payload.Files...)
+	if dir := c.String("output-dir"); dir != "" && !c.Bool("overwrite-output") {
+		if err := checkOutputEmpty(dir); err != nil {
+			return fail(err)
+		}
+	}
 	env := c.StringSlice("env")
 	for _, kv := range env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -347,6 +353,8 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	}
 	res := nsjail.Run(context.Background(), job)
 	res.Warnings = append(warnings, res.Warnings...)
+	outWarnings := outputWarnings(res.Files, c.String("output-dir"))
+	res.Warnings = append(res.Warnings, outWarnings...)
 	if proxy != nil {
 		res.Network = proxy.Attempts()
 		sum := proxy.Summary()
@@ -369,6 +377,9 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if !asJSON && res.Status != nsjail.StatusSetupError {
 		if line := res.DegradedSummary(); line != "" {
 			fmt.Fprintln(os.Stderr, "sbx: warning: "+line)
+		}
+		for _, w := range outWarnings {
+			fmt.Fprintln(os.Stderr, "sbx: warning: "+w)
 		}
 	}
 	if asJSON {

@@ -153,3 +153,46 @@ func TestShebangScripts(t *testing.T) {
 		}
 	})
 }
+
+// TestOutputProblemsSaid: a re-run into a non-empty --output-dir is
+// refused unless --overwrite-output; a file that could not be copied (a
+// symlink in its way) and a file the run deleted whose older copy stays
+// are warned about, in the Result and on the terminal (issue 19, point 13).
+func TestOutputProblemsSaid(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		c := newOutputCase(t)
+		os.WriteFile(filepath.Join(c.out, "earlier.txt"), []byte("old"), 0o644)
+		out := r.exec(t, "", "exec", "--output-dir", c.out, "-c", "open('new.txt','w').write('x')")
+		if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "is not empty") || !strings.Contains(out.stderr, "--overwrite-output") {
+			t.Errorf("non-empty --output-dir: exit %d stderr %q, want 125 naming --overwrite-output", out.code, out.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(c.out, "new.txt")); err == nil {
+			t.Errorf("refused run wrote new.txt")
+		}
+		// A symlink where a directory of the run goes, and the older copy
+		// of an input the run deletes.
+		elsewhere := filepath.Join(c.root, "elsewhere")
+		os.Mkdir(elsewhere, 0o777)
+		os.Chmod(elsewhere, 0o777)
+		os.Symlink(elsewhere, filepath.Join(c.out, "sub"))
+		os.WriteFile(filepath.Join(c.out, "gone.txt"), []byte("old"), 0o644)
+		in := project(t, "outin-"+r.name, map[string]string{"gone.txt": "in"})
+		code := "import os; os.makedirs('sub', exist_ok=True); open('sub/a.txt','w').write('a'); open('ok.txt','w').write('ok'); os.remove('gone.txt')"
+		args := []string{"--overwrite-output", "--output-dir", c.out, "--input-dir", in, "-c", code}
+		res, _ := r.result(t, args...)
+		ws := strings.Join(res.Warnings, "\n")
+		if res.Status != nsjail.StatusOK || !strings.Contains(ws, "sub/a.txt not copied") || !strings.Contains(ws, "gone.txt was deleted by the run") {
+			t.Errorf("status %s, warnings %q, want sub/a.txt not copied and gone.txt deleted", res.Status, res.Warnings)
+		}
+		if b, err := os.ReadFile(filepath.Join(c.out, "ok.txt")); err != nil || string(b) != "ok" {
+			t.Errorf("ok.txt: %q %v", b, err)
+		}
+		if _, err := os.Stat(filepath.Join(elsewhere, "a.txt")); err == nil {
+			t.Errorf("the copy went through the symlink")
+		}
+		term := r.exec(t, "", append([]string{"exec"}, args...)...)
+		if !strings.Contains(term.stderr, "sbx: warning: --output-dir: sub/a.txt not copied") {
+			t.Errorf("terminal mode: stderr %q, want the not-copied warning line", term.stderr)
+		}
+	})
+}
