@@ -263,16 +263,18 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if err := applyFlags(c, prof); err != nil {
 		return fail(err)
 	}
-	var warnings []string
+	warnings := clampToHost(prof)
 	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {
 		return fail(fmt.Errorf("--input-dir given twice (%s): give one directory, and single files with --file", strings.Join(*dirs, ", ")))
 	}
 	var inputs []nsjail.File
 	dir := c.Generic("input-dir").(*everyValue).String()
 	if dir != "" {
-		if inputs, warnings, err = nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize)); err != nil {
+		var skipped []string
+		if inputs, skipped, err = nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize)); err != nil {
 			return fail(err)
 		}
+		warnings = append(warnings, skipped...)
 	}
 	rootfs := prof.Filesystem.Rootfs
 	if rootfs == "" {

@@ -320,7 +320,7 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{
 				"profile DIR/a.toml: line 2: limits.pids = -1: must be within 1..4194304",
 				"profile DIR/a.toml: line 3: limits.cpus = 0: must be more than 0 and at most 1024",
-				`profile DIR/a.toml: line 4: limits.wall_time = "0s": must be at least 1ms`,
+				`profile DIR/a.toml: line 4: limits.wall_time = "0s": must be within 1ms..24h`,
 				`profile DIR/a.toml: line 5: limits.memory = "512K": must be at least 1M`,
 				`profile DIR/a.toml: line 6: limits.output_policy = "drop": want one of "truncate", "kill"`,
 				"profile DIR/a.toml: line 7: limits.nofile = 2000000: must be within 1..1048576",

@@ -3,8 +3,10 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -193,6 +195,31 @@ func TestOutputProblemsSaid(t *testing.T) {
 		term := r.exec(t, "", append([]string{"exec"}, args...)...)
 		if !strings.Contains(term.stderr, "sbx: warning: --output-dir: sub/a.txt not copied") {
 			t.Errorf("terminal mode: stderr %q, want the not-copied warning line", term.stderr)
+		}
+	})
+}
+
+// TestBeyondTheHost: --cpus above the host's CPUs is clamped with a
+// warning; a --timeout above 24h is refused, naming the flag (issue 19,
+// point 15).
+func TestBeyondTheHost(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		host := runtime.NumCPU()
+		res, out := r.result(t, "--cpus", "100", "-c", "pass")
+		want := fmt.Sprintf(`--cpus "100": this host gives sbx %d CPUs; clamped to %d`, host, host)
+		if res.Status != nsjail.StatusOK || !strings.Contains(strings.Join(res.Warnings, "\n"), want) {
+			t.Errorf("--cpus 100: status %s warnings %q (sbx: %s), want ok and %q", res.Status, res.Warnings, out.stderr, want)
+		}
+		if term := r.exec(t, "", "exec", "--cpus", "100", "-c", "pass"); !strings.Contains(term.stderr, "sbx: warning: "+want) {
+			t.Errorf("--cpus 100 in terminal mode: stderr %q", term.stderr)
+		}
+		// The limit the Result reports is the one applied.
+		if v, ok := res.Limits["cpus"]; ok && v.Value != float64(host) {
+			t.Errorf("limits.cpus %v, want %d", v.Value, host)
+		}
+		term := r.exec(t, "", "exec", "--timeout", "999999h", "-c", "pass")
+		if term.code != nsjail.ExitSbxFailed || !strings.Contains(term.stderr, `--timeout "999999h"`) || !strings.Contains(term.stderr, "24h") {
+			t.Errorf("--timeout 999999h: exit %d stderr %q, want 125 naming --timeout and 24h", term.code, term.stderr)
 		}
 	})
 }
