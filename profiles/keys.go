@@ -221,6 +221,19 @@ func (f *field) setFlag(p *Profile, vals []string) error {
 		var list []string
 		for _, v := range vals {
 			if v = strings.TrimSpace(v); v != "" {
+				if f.key == "filesystem.ro_binds" {
+					// --ro-bind ./models: SRC as the user means it.
+					if src, rest, hasDest := strings.Cut(v, ":"); !filepath.IsAbs(src) && src != "" {
+						abs, err := filepath.Abs(src)
+						if err != nil {
+							return err
+						}
+						v = abs
+						if hasDest {
+							v += ":" + rest
+						}
+					}
+				}
 				list = append(list, v)
 			}
 		}

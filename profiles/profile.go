@@ -114,8 +114,10 @@ type Filesystem struct {
 	// Workspace is where the workspace tmpfs is mounted: the payload's
 	// working directory and HOME, and where input files are put.
 	Workspace string `toml:"workspace"`
-	// ROBinds lists host paths (absolute) bound read-only at the same
-	// path inside, e.g. a directory of models or data sets.
+	// ROBinds lists host paths (absolute) bound read-only, e.g. a
+	// directory of models or data sets: "SRC" at the same path inside,
+	// "SRC:DEST" at DEST. Not under /proc, /dev, /etc, /tmp or the
+	// workspace, which the sandbox mounts itself.
 	ROBinds []string `toml:"ro_binds"`
 }
 

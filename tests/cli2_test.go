@@ -223,3 +223,36 @@ func TestBeyondTheHost(t *testing.T) {
 		}
 	})
 }
+
+// TestROBindFlag: --ro-bind SRC[:DEST] binds a host directory read-only,
+// at its own path or at DEST; binds on the sandbox's own paths are
+// refused with the reason (issue 19, point 16).
+func TestROBindFlag(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		src := project(t, "models-"+r.name, map[string]string{"weights.txt": "w"})
+		code := "import sys, os\np = sys.argv[1]\nprint(open(os.path.join(p, 'weights.txt')).read())\ntry:\n    open(os.path.join(p, 'new'), 'w')\nexcept OSError as e:\n    print(e.errno)\n"
+		for _, tc := range []struct{ flag, inside string }{{src + ":/data", "/data"}, {src + ":/mnt/models", "/mnt/models"}} {
+			res, out := r.result(t, "--ro-bind", tc.flag, "-c", code, tc.inside)
+			if res.Status != nsjail.StatusOK || res.Stdout != "w\n30\n" {
+				t.Errorf("--ro-bind %s: status %s (%s) stdout %q stderr %q sbx %q, want the file read and EROFS (30) on write", tc.flag, res.Status, res.Message, res.Stdout, res.Stderr, out.stderr)
+			}
+		}
+		// The test data lives below /tmp: bound at its own path, it is
+		// refused too.
+		if out := r.exec(t, "", "exec", "--ro-bind", src, "-c", "pass"); out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "/tmp is the sandbox's own") {
+			t.Errorf("--ro-bind %s: exit %d stderr %q", src, out.code, out.stderr)
+		}
+		for dst, want := range map[string]string{
+			"/tmp/x":        "/tmp is the sandbox's own: sbx mounts a fresh tmpfs there",
+			"/proc/x":       "/proc is the sandbox's own",
+			"/dev/x":        "/dev is the sandbox's own",
+			"/workspace/in": "overlaps the workspace /workspace, a fresh tmpfs mounted over it",
+			"/usr/x":        "/usr is the sandbox's root",
+		} {
+			out := r.exec(t, "", "exec", "--ro-bind", src+":"+dst, "-c", "pass")
+			if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "--ro-bind") && !strings.Contains(out.stderr, "read-only bind") || !strings.Contains(out.stderr, want) {
+				t.Errorf("--ro-bind %s:%s: exit %d stderr %q, want 125 and %q", src, dst, out.code, out.stderr, want)
+			}
+		}
+	})
+}
