@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -252,6 +253,33 @@ func TestROBindFlag(t *testing.T) {
 			out := r.exec(t, "", "exec", "--ro-bind", src+":"+dst, "-c", "pass")
 			if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "--ro-bind") && !strings.Contains(out.stderr, "read-only bind") || !strings.Contains(out.stderr, want) {
 				t.Errorf("--ro-bind %s:%s: exit %d stderr %q, want 125 and %q", src, dst, out.code, out.stderr, want)
+			}
+		}
+	})
+}
+
+// TestDoctorFixFitsTheHost: doctor's cgroup fix is one for the host's
+// hierarchy: on a v1 or hybrid host, not systemd's user delegation or
+// cgroup.subtree_control, which exist on v2 only (issue 19, point 17).
+func TestDoctorFixFitsTheHost(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		var rep struct {
+			Checks []struct{ Name, Status, Fix string } `json:"checks"`
+		}
+		out := r.exec(t, "", "doctor", "--json")
+		if err := json.Unmarshal([]byte(out.stdout), &rep); err != nil {
+			t.Fatalf("doctor --json: %v\n%s", err, out.stdout)
+		}
+		v2 := hostCgroupMode(t) == "cgroup2"
+		for _, c := range rep.Checks {
+			if c.Name != "cgroup" || c.Fix == "" {
+				continue
+			}
+			if !v2 && (strings.Contains(c.Fix, "systemd-run --user") || strings.Contains(c.Fix, "subtree_control")) {
+				t.Errorf("cgroup v1 host, fix %q is cgroup v2's", c.Fix)
+			}
+			if v2 && strings.Contains(c.Fix, "cgroup v1") {
+				t.Errorf("cgroup v2 host, fix %q is cgroup v1's", c.Fix)
 			}
 		}
 	})
