@@ -16,7 +16,13 @@ export CGO_ENABLED := 1
 
 LIBSECCOMP_A := $(firstword $(wildcard /usr/lib/*/libseccomp.a /usr/lib/libseccomp.a /usr/lib64/libseccomp.a))
 
-.PHONY: all sbx deps test unit integration vet bench vmtest clean
+# make install: the binary, the man page and the completions, below
+# $(DESTDIR)$(PREFIX) (DESTDIR for packaging: make install DESTDIR=/tmp/pkg).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+DOCDIR  ?= build/docs
+
+.PHONY: all sbx deps test unit integration vet bench vmtest clean docs install
 
 all: sbx
 
@@ -77,5 +83,21 @@ vmtest: deps
 		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
 	rm -rf $(VMDIR)
 
+# docs: the man page (sbx.1) and the bash, zsh and fish completions,
+# generated from the CLI definition by the hidden `sbx gen-docs` of a
+# build without urfave_cli_no_docs (the sbx binary leaves urfave/cli's
+# docs out; gendocs.go). The generator binary is thrown away.
+docs: deps
+	$(GO) build -trimpath -tags netgo,osusergo -o $(DOCDIR)/sbx-gen-docs .
+	$(DOCDIR)/sbx-gen-docs gen-docs $(DOCDIR)
+	rm -f $(DOCDIR)/sbx-gen-docs
+
+install: sbx docs
+	install -D -m 0755 $(OUT) $(DESTDIR)$(PREFIX)/bin/sbx
+	install -D -m 0644 $(DOCDIR)/sbx.1 $(DESTDIR)$(PREFIX)/share/man/man1/sbx.1
+	install -D -m 0644 $(DOCDIR)/sbx.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sbx
+	install -D -m 0644 $(DOCDIR)/_sbx $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sbx
+	install -D -m 0644 $(DOCDIR)/sbx.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sbx.fish
+
 clean:
-	rm -f sbx
+	rm -rf sbx build

@@ -159,10 +159,23 @@ func versionCommand() *cli.Command {
 	}
 }
 
+// genDocsCommand is the hidden `sbx gen-docs`, in builds with urfave/cli's
+// docs only (gendocs.go; `make docs`).
+var genDocsCommand func() *cli.Command
+
 func newApp(args []string) *cli.App {
 	// --version only: -v would read as --verbose to many.
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit of this sbx"}
 	cli.VersionPrinter = func(*cli.Context) { fmt.Println(versionLine()) }
+	commands := []*cli.Command{
+		execCommand(args),
+		profileCommand(),
+		doctorCommand(),
+		versionCommand(),
+	}
+	if genDocsCommand != nil {
+		commands = append(commands, genDocsCommand())
+	}
 	return &cli.App{
 		Name:    "sbx",
 		Version: version.Version(),
@@ -175,12 +188,7 @@ func newApp(args []string) *cli.App {
 		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError:    usageError,
 		CommandNotFound: commandNotFound,
-		Commands: []*cli.Command{
-			execCommand(args),
-			profileCommand(),
-			doctorCommand(),
-			versionCommand(),
-		},
+		Commands:        commands,
 	}
 }
 

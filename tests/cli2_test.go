@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -283,4 +284,28 @@ func TestDoctorFixFitsTheHost(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMakeInstall: make install puts the binary, the man page and the
+// bash, zsh and fish completions below DESTDIR/PREFIX; the installed sbx
+// has no gen-docs (issue 19, point 18). A build test: it runs once, as
+// the caller.
+func TestMakeInstall(t *testing.T) {
+	tmp := t.TempDir()
+	dest := filepath.Join(tmp, "root")
+	cmd := exec.Command("make", "-C", repoDir, "--no-print-directory", "install", "DESTDIR="+dest, "PREFIX=/usr",
+		"OUT="+filepath.Join(tmp, "sbx"), "DOCDIR="+filepath.Join(tmp, "docs"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	for _, p := range []string{"bin/sbx", "share/man/man1/sbx.1", "share/bash-completion/completions/sbx",
+		"share/zsh/site-functions/_sbx", "share/fish/vendor_completions.d/sbx.fish"} {
+		if fi, err := os.Stat(filepath.Join(dest, "usr", p)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	out, _ := exec.Command(filepath.Join(dest, "usr/bin/sbx"), "gen-docs", tmp).CombinedOutput()
+	if !strings.Contains(string(out), `unknown command "gen-docs"`) {
+		t.Errorf("installed sbx gen-docs: %q, want unknown command", out)
+	}
 }
