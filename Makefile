@@ -42,21 +42,32 @@ ifeq ($(LIBSECCOMP_A),)
 	fi
 endif
 
+# Each phase of make test says what it runs; the integration phase prints
+# a line per test as it ends, and make test ends with one line: what ran
+# as root, as uid 65534, and (make vmtest) in the VM.
+SUMMARY := build/summary
+TESTSUM := $(GO) run $(CURDIR)/internal/testsummary
+
 vet:
+	@echo "make: vet: go vet -tags integration ./... and gofmt -l"
 	$(GO) vet -tags integration ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting" >&2; exit 1; }
 
 # -race: the supervisor is concurrent (status reader, attach, compile,
 # proxy); CGO is on anyway for libseccomp.
 unit: deps
+	@echo "make: unit: go test -race ./... (every package's unit tests, as $$(id -un))"
 	$(GO) test -race ./...
 
 # Integration tests build ./sbx and run real payloads from testdata/, as
-# root and as uid 65534 (setpriv).
+# root and as uid 65534 (setpriv). RUN='TestA|TestB' runs only those.
 integration: sbx
-	$(GO) test -tags integration -count=1 -timeout 20m ./tests/...
+	@echo "make: integration: tests/ on a fresh build of sbx, each test as root and as uid 65534 when make runs as root, else as $$(id -un); about a minute"
+	@mkdir -p $(dir $(SUMMARY))
+	$(TESTSUM) -label integration -o $(SUMMARY)-integration -- $(GO) test -json -tags integration -count=1 -timeout 20m $(if $(RUN),-run '$(RUN)') ./tests/...
 
 test: vet unit integration
+	@echo "make test: vet and unit passed; $$(cat $(SUMMARY)-integration); VM: not run by make test (make vmtest)"
 
 bench: sbx
 	./bench/bench.sh
@@ -76,12 +87,14 @@ vmtest: deps
 	$(GO) test -c -tags integration -o $(VMDIR)/integration.test ./tests
 	$(GO) test -c -o $(VMDIR)/cgroup.test ./cgroup
 	cd cgroup && $(VMTEST) -r $(VMDIR) -e SBX_CGROUP_WANT=cgroup2 $(VMDIR)/cgroup.test
-	cd tests && $(VMTEST) -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
+	@mkdir -p $(dir $(SUMMARY))
+	cd tests && $(TESTSUM) -label "VM, run as root" -o $(CURDIR)/$(SUMMARY)-vm-root -- $(VMTEST) -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
 		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
-	cd tests && $(VMTEST) -u 1000 -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
+	cd tests && $(TESTSUM) -label "VM, run as uid 1000" -o $(CURDIR)/$(SUMMARY)-vm-user -- $(VMTEST) -u 1000 -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
 		-e SBX_TEST_DELEGATED=1 -e SBX_TEST_WRAP=$(CURDIR)/tests/vm/own-cgroup.sh \
 		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
 	rm -rf $(VMDIR)
+	@echo "make vmtest: $$(cat $(SUMMARY)-vm-root); $$(cat $(SUMMARY)-vm-user)"
 
 # docs: the man page (sbx.1) and the bash, zsh and fish completions,
 # generated from the CLI definition by the hidden `sbx gen-docs` of a
