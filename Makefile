@@ -16,7 +16,13 @@ export CGO_ENABLED := 1
 
 LIBSECCOMP_A := $(firstword $(wildcard /usr/lib/*/libseccomp.a /usr/lib/libseccomp.a /usr/lib64/libseccomp.a))
 
-.PHONY: all sbx deps test unit integration vet bench vmtest clean
+# make install: the binary, the man page and the completions, below
+# $(DESTDIR)$(PREFIX) (DESTDIR for packaging: make install DESTDIR=/tmp/pkg).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+DOCDIR  ?= build/docs
+
+.PHONY: all sbx deps test unit integration vet bench vmtest clean docs install
 
 all: sbx
 
@@ -36,21 +42,32 @@ ifeq ($(LIBSECCOMP_A),)
 	fi
 endif
 
+# Each phase of make test says what it runs; the integration phase prints
+# a line per test as it ends, and make test ends with one line: what ran
+# as root, as uid 65534, and (make vmtest) in the VM.
+SUMMARY := build/summary
+TESTSUM := $(GO) run $(CURDIR)/internal/testsummary
+
 vet:
+	@echo "make: vet: go vet -tags integration ./... and gofmt -l"
 	$(GO) vet -tags integration ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting" >&2; exit 1; }
 
 # -race: the supervisor is concurrent (status reader, attach, compile,
 # proxy); CGO is on anyway for libseccomp.
 unit: deps
+	@echo "make: unit: go test -race ./... (every package's unit tests, as $$(id -un))"
 	$(GO) test -race ./...
 
 # Integration tests build ./sbx and run real payloads from testdata/, as
-# root and as uid 65534 (setpriv).
+# root and as uid 65534 (setpriv). RUN='TestA|TestB' runs only those.
 integration: sbx
-	$(GO) test -tags integration -count=1 -p 1 -timeout 20m ./tests/...
+	@echo "make: integration: tests/ on a fresh build of sbx, each test as root and as uid 65534 when make runs as root, else as $$(id -un); about a minute"
+	@mkdir -p $(dir $(SUMMARY))
+	$(TESTSUM) -label integration -o $(SUMMARY)-integration -- $(GO) test -json -tags integration -count=1 -p 1 -timeout 20m $(if $(RUN),-run '$(RUN)') ./tests/...
 
 test: vet unit integration
+	@echo "make test: vet and unit passed; $$(cat $(SUMMARY)-integration); VM: not run by make test (make vmtest)"
 
 bench: sbx
 	./bench/bench.sh
@@ -70,12 +87,30 @@ vmtest: deps
 	$(GO) test -c -tags integration -o $(VMDIR)/integration.test ./tests
 	$(GO) test -c -o $(VMDIR)/cgroup.test ./cgroup
 	cd cgroup && $(VMTEST) -r $(VMDIR) -e SBX_CGROUP_WANT=cgroup2 $(VMDIR)/cgroup.test
-	cd tests && $(VMTEST) -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
+	@mkdir -p $(dir $(SUMMARY))
+	cd tests && $(TESTSUM) -label "VM, run as root" -o $(CURDIR)/$(SUMMARY)-vm-root -- $(VMTEST) -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
 		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
-	cd tests && $(VMTEST) -u 1000 -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
+	cd tests && $(TESTSUM) -label "VM, run as uid 1000" -o $(CURDIR)/$(SUMMARY)-vm-user -- $(VMTEST) -u 1000 -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
 		-e SBX_TEST_DELEGATED=1 -e SBX_TEST_WRAP=$(CURDIR)/tests/vm/own-cgroup.sh \
 		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
 	rm -rf $(VMDIR)
+	@echo "make vmtest: $$(cat $(SUMMARY)-vm-root); $$(cat $(SUMMARY)-vm-user)"
+
+# docs: the man page (sbx.1) and the bash, zsh and fish completions,
+# generated from the CLI definition by the hidden `sbx gen-docs` of a
+# build without urfave_cli_no_docs (the sbx binary leaves urfave/cli's
+# docs out; gendocs.go). The generator binary is thrown away.
+docs: deps
+	$(GO) build -trimpath -tags netgo,osusergo -o $(DOCDIR)/sbx-gen-docs .
+	$(DOCDIR)/sbx-gen-docs gen-docs $(DOCDIR)
+	rm -f $(DOCDIR)/sbx-gen-docs
+
+install: sbx docs
+	install -D -m 0755 $(OUT) $(DESTDIR)$(PREFIX)/bin/sbx
+	install -D -m 0644 $(DOCDIR)/sbx.1 $(DESTDIR)$(PREFIX)/share/man/man1/sbx.1
+	install -D -m 0644 $(DOCDIR)/sbx.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sbx
+	install -D -m 0644 $(DOCDIR)/_sbx $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sbx
+	install -D -m 0644 $(DOCDIR)/sbx.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sbx.fish
 
 clean:
-	rm -f sbx
+	rm -rf sbx build

@@ -103,7 +103,7 @@ func runDoctor() *doctorReport {
 	probes := []doctor.Probe{
 		{Name: "user namespaces", Run: doctor.UserNSSysctls},
 		{Name: "cgroup", Run: func() doctor.Check {
-			return doctor.Cgroup(func() (string, []string, error) { return string(mode), ctrls, cgErr })
+			return doctor.Cgroup(func() (string, []string, error) { return string(mode), ctrls, cgErr }, doctor.Unified())
 		}},
 		{Name: "CLONE_INTO_CGROUP", Run: func() doctor.Check { return doctor.CloneIntoCgroup(string(mode)) }},
 		{Name: "seccomp", Run: seccompCheck},

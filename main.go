@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -158,10 +159,23 @@ func versionCommand() *cli.Command {
 	}
 }
 
+// genDocsCommand is the hidden `sbx gen-docs`, in builds with urfave/cli's
+// docs only (gendocs.go; `make docs`).
+var genDocsCommand func() *cli.Command
+
 func newApp(args []string) *cli.App {
 	// --version only: -v would read as --verbose to many.
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit of this sbx"}
 	cli.VersionPrinter = func(*cli.Context) { fmt.Println(versionLine()) }
+	commands := []*cli.Command{
+		execCommand(args),
+		profileCommand(),
+		doctorCommand(),
+		versionCommand(),
+	}
+	if genDocsCommand != nil {
+		commands = append(commands, genDocsCommand())
+	}
 	return &cli.App{
 		Name:    "sbx",
 		Version: version.Version(),
@@ -174,12 +188,7 @@ func newApp(args []string) *cli.App {
 		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError:    usageError,
 		CommandNotFound: commandNotFound,
-		Commands: []*cli.Command{
-			execCommand(args),
-			profileCommand(),
-			doctorCommand(),
-			versionCommand(),
-		},
+		Commands:        commands,
 	}
 }
 
@@ -216,6 +225,7 @@ func execCommand(rawArgs []string) *cli.Command {
 			&cli.StringSliceFlag{Name: "env", Usage: "set `KEY=VALUE` in the sandbox (repeatable); the host environment never enters"},
 			&cli.BoolFlag{Name: "debug-timings", Usage: "print how long each step of the run took, on stderr"},
 			&cli.StringFlag{Name: "output-dir", Usage: "copy the files the run created or changed in the workspace to `DIR` (regular files only; links are listed, never followed)"},
+			&cli.BoolFlag{Name: "overwrite-output", Usage: "let --output-dir be a directory that is not empty: the run's files replace those of the same names, the others stay"},
 			&cli.GenericFlag{Name: "input-dir", Value: &everyValue{}, Usage: "copy every regular file below `DIR` into the workspace, at the same relative paths (once)"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line about the run to `FILE` (fsync'd); a run that cannot be logged fails"},
 			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
@@ -261,20 +271,37 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if err := applyFlags(c, prof); err != nil {
 		return fail(err)
 	}
-	payload, err = payloadFromArgs(c, rawArgs)
-	if err != nil {
-		return fail(err)
-	}
-	var warnings []string
+	warnings := clampToHost(prof)
 	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {
 		return fail(fmt.Errorf("--input-dir given twice (%s): give one directory, and single files with --file", strings.Join(*dirs, ", ")))
 	}
-	if dir := c.Generic("input-dir").(*everyValue).String(); dir != "" {
-		files, w, err := nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize))
-		if err != nil {
+	var inputs []nsjail.File
+	dir := c.Generic("input-dir").(*everyValue).String()
+	if dir != "" {
+		var skipped []string
+		if inputs, skipped, err = nsjail.InputsFromDir(dir, int64(prof.Limits.WorkspaceSize)); err != nil {
 			return fail(err)
 		}
-		payload.Files, warnings = append(files, payload.Files...), w
+		warnings = append(warnings, skipped...)
+	}
+	rootfs := prof.Filesystem.Rootfs
+	if rootfs == "" {
+		rootfs = "/"
+	}
+	sc := &script{dir: dir, inputs: inputs, maxBytes: int64(prof.Limits.WorkspaceSize), rootfs: rootfs}
+	payload, err = payloadFromArgs(c, rawArgs, sc)
+	if sc.tmp != "" {
+		defer os.Remove(sc.tmp)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	warnings = append(warnings, sc.warnings...)
+	payload.Files = append(inputs, payload.Files...)
+	if dir := c.String("output-dir"); dir != "" && !c.Bool("overwrite-output") {
+		if err := checkOutputEmpty(dir); err != nil {
+			return fail(err)
+		}
 	}
 	env := c.StringSlice("env")
 	for _, kv := range env {
@@ -292,13 +319,28 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if err != nil {
 		return fail(err)
 	}
+	if err := checkExecSize(payload.Argv, spec.Env, c.IsSet("c")); err != nil {
+		return fail(err)
+	}
+	// What sbx found before the run (inputs skipped, a script that may
+	// not be Python) is said now in terminal mode, and in the Result.
+	if !asJSON {
+		for _, w := range warnings {
+			fmt.Fprintln(os.Stderr, "sbx: warning: "+w)
+		}
+	}
+	// A script read from stdin used it up: the payload's is empty.
+	var stdin io.Reader = os.Stdin
+	if sc.usedStdin {
+		stdin = nil
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	job := &nsjail.Job{
 		Spec:        spec,
 		Payload:     payload,
-		Stdin:       os.Stdin,
+		Stdin:       stdin,
 		OutputLimit: int64(prof.Limits.Output),
 		Timeout:     time.Duration(prof.Limits.WallTime),
 		OutputDir:   c.String("output-dir"),
@@ -323,6 +365,8 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	}
 	res := nsjail.Run(context.Background(), job)
 	res.Warnings = append(warnings, res.Warnings...)
+	outWarnings := outputWarnings(res.Files, c.String("output-dir"))
+	res.Warnings = append(res.Warnings, outWarnings...)
 	if proxy != nil {
 		res.Network = proxy.Attempts()
 		sum := proxy.Summary()
@@ -345,6 +389,9 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if !asJSON && res.Status != nsjail.StatusSetupError {
 		if line := res.DegradedSummary(); line != "" {
 			fmt.Fprintln(os.Stderr, "sbx: warning: "+line)
+		}
+		for _, w := range outWarnings {
+			fmt.Fprintln(os.Stderr, "sbx: warning: "+w)
 		}
 	}
 	if asJSON {
@@ -430,8 +477,9 @@ func sha256Hex(b []byte) string {
 }
 
 // payloadFromArgs reads the three forms: FILE.py [ARGS], -c CODE [ARGS],
-// and -- CMD [ARGS].
-func payloadFromArgs(c *cli.Context, rawArgs []string) (nsjail.Payload, error) {
+// and -- CMD [ARGS]. dir is --input-dir ("" if none) and inputs the files
+// taken from it: a script inside it runs from its place there.
+func payloadFromArgs(c *cli.Context, rawArgs []string, sc *script) (nsjail.Payload, error) {
 	var p nsjail.Payload
 	args := c.Args().Slice()
 	for _, spec := range c.StringSlice("file") {
@@ -449,22 +497,75 @@ func payloadFromArgs(c *cli.Context, rawArgs []string) (nsjail.Payload, error) {
 	case afterDoubleDash(rawArgs, len(args)):
 		p.Argv = args
 	default:
-		script, err := filepath.EvalSymlinks(args[0])
+		var src, dest string
+		var err error
+		if isStdin(args[0]) || isPipe(args[0]) {
+			src, err = sc.readPipedScript(args[0])
+			dest = stdinScript
+		} else {
+			src, dest, err = locateScript(args[0], sc.dir)
+		}
 		if err != nil {
-			return p, fmt.Errorf("script %s: %w", args[0], unwrapPath(err))
+			return p, err
 		}
-		fi, err := os.Stat(script)
+		if !hasInput(sc.inputs, dest) {
+			p.Files = append(p.Files, nsjail.File{Path: dest, Source: src, Mode: 0o644})
+		}
+		argv, err := sc.interpreter(src, dest)
 		if err != nil {
-			return p, fmt.Errorf("script %s: %w", script, unwrapPath(err))
+			return p, err
 		}
-		if !fi.Mode().IsRegular() {
-			return p, fmt.Errorf("script %s: not a regular file", script)
-		}
-		dest := filepath.Base(script)
-		p.Files = append(p.Files, nsjail.File{Path: dest, Source: script, Mode: 0o644})
-		p.Argv = append([]string{"python3", dest}, args[1:]...)
+		p.Argv = append(argv, args[1:]...)
 	}
 	return p, nil
+}
+
+// locateScript finds the script arg names, and where it goes in the
+// workspace: a script inside the input dir dir keeps its place there (so
+// `sbx exec --input-dir . main.py` runs the project's main.py, next to
+// its modules), and a relative arg that is not there from the current
+// directory is looked up in dir ("--input-dir proj main.py"). Any other
+// script goes to the workspace's top, under its own name.
+func locateScript(arg, dir string) (src, dest string, err error) {
+	src, err = filepath.EvalSymlinks(arg)
+	if err != nil && dir != "" && !filepath.IsAbs(arg) {
+		if s, derr := filepath.EvalSymlinks(filepath.Join(dir, arg)); derr == nil {
+			src, err = s, nil
+		}
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("script %s: %w", arg, unwrapPath(err))
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return "", "", fmt.Errorf("script %s: %w", src, unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return "", "", fmt.Errorf("script %s: not a regular file", src)
+	}
+	if src, err = filepath.Abs(src); err != nil {
+		return "", "", fmt.Errorf("script %s: %w", arg, err)
+	}
+	if dir != "" {
+		if root, err := filepath.EvalSymlinks(dir); err == nil {
+			if root, err = filepath.Abs(root); err == nil {
+				if rel, err := filepath.Rel(root, src); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+					return src, filepath.ToSlash(rel), nil
+				}
+			}
+		}
+	}
+	return src, filepath.Base(src), nil
+}
+
+// hasInput tells whether path is among the inputs.
+func hasInput(inputs []nsjail.File, path string) bool {
+	for _, f := range inputs {
+		if f.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonRequested tells whether --json is among sbx's own arguments (those

@@ -163,9 +163,19 @@ func SeccompUserNotif() Check {
 	return Check{Status: OK, Detail: "actions: " + v}
 }
 
+// Unified tells whether the host's /sys/fs/cgroup is cgroup v2 alone
+// (statfs(2) f_type CGROUP2_SUPER_MAGIC), as opposed to v1 or hybrid,
+// where the fixes differ: systemd delegates cgroups to users on v2 only
+// (systemd.resource-control(5), Delegate=).
+func Unified() bool {
+	var st unix.Statfs_t
+	return unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
 // Cgroup reports the mode sbx can use from where it runs and the
-// controllers it can use there.
-func Cgroup(probe func() (mode string, controllers []string, err error)) Check {
+// controllers it can use there. unified says the host is cgroup v2 only
+// (Unified): each fix is one that works on the host's hierarchy.
+func Cgroup(probe func() (mode string, controllers []string, err error), unified bool) Check {
 	mode, ctrls, err := probe()
 	c := Check{Detail: fmt.Sprintf("mode %s, controllers %s", mode, strings.Join(ctrls, " "))}
 	if len(ctrls) == 0 {
@@ -187,10 +197,16 @@ func Cgroup(probe func() (mode string, controllers []string, err error)) Check {
 		c.Status = Warn
 		c.Detail = fmt.Sprintf("%v: memory and pids fall back to per-process rlimits, the CPU time total to sbx's own poll (a task clock and /proc), the CPU share is not enforced", err)
 		c.Fix = "run sbx as root, or in a cgroup delegated to you: systemd-run --user --scope -p Delegate=yes sbx ... (cgroup v2), or a systemd unit with Delegate=yes"
+		if !unified {
+			c.Fix = "run sbx as root; this host has cgroup v1 controllers, which systemd does not delegate to users: as root, give sbx's user a cgroup of its own in each of the memory, pids, cpu and cpuacct hierarchies (mkdir /sys/fs/cgroup/CTRL/sbx-USER; chown USER it and its cgroup.procs) and start sbx inside them, or boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2 delegation"
+		}
 	case len(missing) > 0:
 		c.Status = Warn
 		c.Detail += "; missing " + strings.Join(missing, ", ") + ": those limits fall back to rlimits"
 		c.Fix = "delegate the missing controllers to sbx's cgroup (systemd: Delegate=yes; or echo +memory +pids +cpu > PARENT/cgroup.subtree_control)"
+		if !unified {
+			c.Fix = "mount the cgroup v1 hierarchies of the missing controllers (/sys/fs/cgroup/CTRL), with sbx's cgroup in each writable by its user"
+		}
 	default:
 		c.Status = OK
 	}

@@ -1,7 +1,6 @@
 package nsjail
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -20,7 +19,8 @@ const (
 // relative paths in the workspace. Symlinks are not followed (and not
 // taken), nor are FIFOs, sockets or devices: each one skipped is named in
 // the returned warnings. It fails past MaxInputFiles files or maxBytes
-// bytes in all.
+// bytes in all. An empty dir is an empty workspace, not an error (issue
+// 19, point 10).
 func InputsFromDir(dir string, maxBytes int64) ([]File, []string, error) {
 	var files []File
 	var warnings []string
@@ -63,9 +63,6 @@ func InputsFromDir(dir string, maxBytes int64) ([]File, []string, error) {
 	})
 	if err != nil {
 		return nil, nil, err
-	}
-	if len(files) == 0 && len(warnings) == 0 {
-		return nil, nil, errors.New("--input-dir " + dir + ": no files in it")
 	}
 	return files, warnings, nil
 }

@@ -43,6 +43,7 @@ var Flags = []Flag{
 	{"fsize", "limits.fsize", "largest file a process may write: `SIZE`", CategoryLimits},
 	{"sigpending", "limits.sigpending", "most signals queued for the sandbox's user at once: `N`", CategoryLimits},
 	{"msgqueue", "limits.msgqueue", "bytes of POSIX message queues the sandbox's user may hold: `SIZE`", CategoryLimits},
+	{"ro-bind", "filesystem.ro_binds", "bind host path `SRC[:DEST]` read-only at DEST (default: the same path); comma list, repeatable; replaces the profile's list", CategoryNetwork},
 	{"rootfs", "filesystem.rootfs", "use directory `DIR` as the read-only root instead of the host's /usr", CategoryNetwork},
 	{"net", "network.mode", "`MODE`: none (loopback only) or allow (only the --allow-host hosts)", CategoryNetwork},
 	{"allow-host", "network.allow", "a `HOST[:PORT]` the sandbox may reach (*.example.com: any name below); comma list, repeatable; replaces the profile's list and implies --net allow", CategoryNetwork},

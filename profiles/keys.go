@@ -66,6 +66,11 @@ const (
 	maxSigpending = 1 << 22
 )
 
+// maxWallTime bounds a run's wall-clock limit: a sandbox is for one task,
+// and a typo (999999h) must not hold a sandbox, its cgroup and its
+// workspace for a century (issue 19, point 15).
+const maxWallTime = 24 * time.Hour
+
 // fields lists every key in the order of the struct (and of docs and
 // `sbx profile show`). Env is not here: its keys are the variable names
 // (see envPrefix).
@@ -77,7 +82,7 @@ var fields = []field{
 	{key: "limits.pids", kind: kindInt, ptr: func(p *Profile) any { return &p.Limits.Pids }, min: 1, max: maxPids, hasMax: true},
 	{key: "limits.cpus", kind: kindFloat, ptr: func(p *Profile) any { return &p.Limits.CPUs }, check: checkCPUs},
 	{key: "limits.cpu_time", kind: kindDuration, ptr: func(p *Profile) any { return &p.Limits.CPUTime }, min: int64(time.Millisecond)},
-	{key: "limits.wall_time", kind: kindDuration, ptr: func(p *Profile) any { return &p.Limits.WallTime }, min: int64(time.Millisecond)},
+	{key: "limits.wall_time", kind: kindDuration, ptr: func(p *Profile) any { return &p.Limits.WallTime }, min: int64(time.Millisecond), max: int64(maxWallTime), hasMax: true},
 	{key: "limits.output", kind: kindSize, ptr: func(p *Profile) any { return &p.Limits.Output }, min: 1},
 	{key: "limits.output_policy", kind: kindEnum, ptr: func(p *Profile) any { return &p.Limits.OutputPolicy }, enum: outputPolicies},
 	// tmpfs sizes below one page are rounded up by the kernel anyway.
@@ -200,6 +205,9 @@ func (f *field) formatBound(n int64) string {
 	case kindSize:
 		return units.FormatSize(n)
 	case kindDuration:
+		if n >= int64(time.Hour) && n%int64(time.Hour) == 0 {
+			return strconv.FormatInt(n/int64(time.Hour), 10) + "h" // 24h, not 86400s
+		}
 		return units.FormatDuration(time.Duration(n))
 	}
 	return strconv.FormatInt(n, 10)
@@ -213,6 +221,19 @@ func (f *field) setFlag(p *Profile, vals []string) error {
 		var list []string
 		for _, v := range vals {
 			if v = strings.TrimSpace(v); v != "" {
+				if f.key == "filesystem.ro_binds" {
+					// --ro-bind ./models: SRC as the user means it.
+					if src, rest, hasDest := strings.Cut(v, ":"); !filepath.IsAbs(src) && src != "" {
+						abs, err := filepath.Abs(src)
+						if err != nil {
+							return err
+						}
+						v = abs
+						if hasDest {
+							v += ":" + rest
+						}
+					}
+				}
 				list = append(list, v)
 			}
 		}

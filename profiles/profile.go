@@ -63,13 +63,14 @@ type Limits struct {
 	// Pids is the most processes and threads the sandbox may hold at once.
 	Pids int64 `toml:"pids"`
 	// CPUs is the CPU bandwidth quota, in CPUs: 0.5 is half of one CPU,
-	// 2 is two CPUs' worth of time per period.
+	// 2 is two CPUs' worth of time per period. A value above the CPUs the
+	// host gives sbx is clamped to them, with a warning.
 	CPUs float64 `toml:"cpus"`
 	// CPUTime is the CPU time (user + system) of all the sandbox's
 	// processes together; past it the run ends with status cpu_limit.
 	CPUTime units.Duration `toml:"cpu_time"`
 	// WallTime is the wall-clock limit of the payload; past it the run
-	// ends with status timeout.
+	// ends with status timeout. At most 24h.
 	WallTime units.Duration `toml:"wall_time"`
 	// Output is how many bytes of each of stdout and stderr are kept.
 	Output units.Size `toml:"output"`
@@ -113,8 +114,10 @@ type Filesystem struct {
 	// Workspace is where the workspace tmpfs is mounted: the payload's
 	// working directory and HOME, and where input files are put.
 	Workspace string `toml:"workspace"`
-	// ROBinds lists host paths (absolute) bound read-only at the same
-	// path inside, e.g. a directory of models or data sets.
+	// ROBinds lists host paths (absolute) bound read-only, e.g. a
+	// directory of models or data sets: "SRC" at the same path inside,
+	// "SRC:DEST" at DEST. Not under /proc, /dev, /etc, /tmp or the
+	// workspace, which the sandbox mounts itself.
 	ROBinds []string `toml:"ro_binds"`
 }
 

@@ -320,7 +320,7 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{
 				"profile DIR/a.toml: line 2: limits.pids = -1: must be within 1..4194304",
 				"profile DIR/a.toml: line 3: limits.cpus = 0: must be more than 0 and at most 1024",
-				`profile DIR/a.toml: line 4: limits.wall_time = "0s": must be at least 1ms`,
+				`profile DIR/a.toml: line 4: limits.wall_time = "0s": must be within 1ms..24h`,
 				`profile DIR/a.toml: line 5: limits.memory = "512K": must be at least 1M`,
 				`profile DIR/a.toml: line 6: limits.output_policy = "drop": want one of "truncate", "kill"`,
 				"profile DIR/a.toml: line 7: limits.nofile = 2000000: must be within 1..1048576",
@@ -351,7 +351,7 @@ func TestLoadErrors(t *testing.T) {
 				`profile DIR/a.toml: line 1: require = ["cgroup", "gpu"]: "gpu": want one of "cgroup", "seccomp", "landlock", "netns", "userns"`,
 				`profile DIR/a.toml: line 3: filesystem.workspace = "work": must be a clean absolute path below /`,
 				`profile DIR/a.toml: line 4: filesystem.rootfs = "./root": must be a clean absolute path (or empty for the host's /usr)`,
-				`profile DIR/a.toml: line 5: filesystem.ro_binds = ["/proc/sys"]: "/proc/sys": /proc is the sandbox's own`,
+				`profile DIR/a.toml: line 5: filesystem.ro_binds = ["/proc/sys"]: "/proc/sys": /proc is the sandbox's own: sbx mounts a fresh procfs there, which would hide the bind or clash with it; bind at another path, e.g. "/proc/sys:/data"`,
 				`profile DIR/a.toml: line 7: network.allow = ["a.com", "a.com"]: "a.com": listed twice`,
 				`profile DIR/a.toml: line 9: env."A=B" = "x": a variable name must not contain "=" or a NUL byte`,
 				`profile DIR/a.toml: line 10: env.C = "nul\u0000": must not contain a NUL byte`,

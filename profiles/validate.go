@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/netproxy"
+	"github.com/sbx-sandbox/sbx/rootfs"
 )
 
 // Validate checks every value of the effective profile; each problem
@@ -133,17 +134,24 @@ var sandboxOwned = []string{"proc", "dev", "etc", "tmp"}
 func checkROBinds(p *Profile) string {
 	ws := p.Filesystem.Workspace
 	for _, b := range p.Filesystem.ROBinds {
+		src, dst := rootfs.SplitBind(b)
+		top := strings.Split(dst, "/")[1]
 		switch {
-		case !isCleanAbs(b) || b == "/":
-			return quoteTOML(b) + ": must be a clean absolute path below /"
-		case contains(sandboxOwned, strings.Split(b, "/")[1]):
-			return quoteTOML(b) + ": /" + strings.Split(b, "/")[1] + " is the sandbox's own"
-		case b == ws || strings.HasPrefix(b, ws+"/") || strings.HasPrefix(ws, b+"/"):
-			return quoteTOML(b) + ": overlaps the workspace " + ws
+		case !isCleanAbs(src) || src == "/" || !isCleanAbs(dst) || dst == "/":
+			return quoteTOML(b) + ": want SRC[:DEST], each a clean absolute path below /"
+		case contains(sandboxOwned, top):
+			return fmt.Sprintf("%s: /%s is the sandbox's own: sbx mounts a fresh %s there, which would hide the bind or clash with it; bind at another path, e.g. %q",
+				quoteTOML(b), top, ownedWhat[top], src+":/data")
+		case dst == ws || strings.HasPrefix(dst, ws+"/") || strings.HasPrefix(ws, dst+"/"):
+			return fmt.Sprintf("%s: overlaps the workspace %s, a fresh tmpfs mounted over it; bind at another path, e.g. %q, or copy files in with --file or --input-dir",
+				quoteTOML(b), ws, src+":/data")
 		}
 	}
 	return ""
 }
+
+// ownedWhat says what the sandbox mounts at each of sandboxOwned.
+var ownedWhat = map[string]string{"proc": "procfs", "dev": "/dev (a few device nodes)", "etc": "/etc (passwd, hosts, resolv.conf)", "tmp": "tmpfs"}
 
 func checkAllow(p *Profile) string {
 	// One grammar: the proxy's own parser decides what a pattern means.
@@ -214,7 +222,8 @@ func (p *Profile) Warnings() []string {
 	if p.Sandbox.UID == 0 {
 		warn("sandbox.uid", int64(0), "the payload runs as root inside its user namespace; it is still unprivileged on the host, but one layer of defence is gone")
 	}
-	for _, b := range p.Filesystem.ROBinds {
+	for _, bind := range p.Filesystem.ROBinds {
+		b, _ := rootfs.SplitBind(bind)
 		switch {
 		case under(b, "/home") || under(b, "/root"):
 			warn("filesystem.ro_binds", p.Filesystem.ROBinds, quoteTOML(b)+" shows users' files (keys, tokens, history) to the payload")

@@ -100,7 +100,8 @@ type Options struct {
 	// EtcFromRootfs lists paths below the rootfs's /etc that the synthetic
 	// /etc takes over read-only (ld.so.cache, CA certificates, ...).
 	EtcFromRootfs []string
-	// ROBinds are extra host paths bound read-only at the same path.
+	// ROBinds are extra host paths bound read-only: "SRC" at the same
+	// path, or "SRC:DEST" at DEST (SplitBind).
 	ROBinds []string
 	Identity
 }
@@ -162,7 +163,11 @@ func Plan(o Options) ([]Mount, error) {
 	// through one; binds come before them.
 	sortBindsFirst(plan)
 	for _, b := range o.ROBinds {
-		plan = append(plan, Mount{Kind: KindBind, Src: b, Dst: b})
+		src, dst := SplitBind(b)
+		if err := checkBindDest(src, dst, top, o.ROBinds); err != nil {
+			return nil, err
+		}
+		plan = append(plan, Mount{Kind: KindBind, Src: src, Dst: dst})
 	}
 	plan = append(plan, etcPlan(src, o)...)
 	for _, d := range []string{"/dev", "/proc", "/tmp", o.Workspace} {
@@ -222,14 +227,15 @@ func checkOptions(o Options) error {
 		errs = append(errs, fmt.Errorf("workspace %q: /%s is owned by the sandbox", o.Workspace, top))
 	}
 	for _, b := range o.ROBinds {
-		if !filepath.IsAbs(b) || filepath.Clean(b) != b {
-			errs = append(errs, fmt.Errorf("read-only bind %q: must be a clean absolute path", b))
+		src, dst := SplitBind(b)
+		if !isCleanAbs(src) || !isCleanAbs(dst) {
+			errs = append(errs, fmt.Errorf("read-only bind %q: SRC and DEST must be clean absolute paths", b))
 			continue
 		}
-		if _, err := os.Stat(b); err != nil {
-			errs = append(errs, fmt.Errorf("read-only bind %s: %w", b, err))
+		if _, err := os.Stat(src); err != nil {
+			errs = append(errs, fmt.Errorf("read-only bind %s: %w", src, err))
 		}
-		if top := strings.Split(b, "/")[1]; top == "proc" || top == "dev" || top == "etc" || b == o.Workspace {
+		if top := strings.Split(dst, "/")[1]; top == "proc" || top == "dev" || top == "etc" || top == "tmp" || dst == o.Workspace {
 			errs = append(errs, fmt.Errorf("read-only bind %s: /%s is owned by the sandbox", b, top))
 		}
 	}
@@ -262,4 +268,40 @@ func topLevel(dir string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// SplitBind reads a read-only bind "SRC[:DEST]": DEST is SRC when not
+// given.
+func SplitBind(b string) (src, dst string) {
+	src, dst, ok := strings.Cut(b, ":")
+	if !ok || dst == "" {
+		dst = src
+	}
+	return src, dst
+}
+
+func isCleanAbs(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p && p != "/" }
+
+// checkBindDest refuses a DEST other than SRC where making its mount point
+// would write to a host directory: inside the root's own entries (the
+// host's /usr, a directory rootfs's top), or below another bind. A bind at
+// its own path needs no new mount point: SRC is there. Elsewhere the
+// mount point is made in the staging root, a tmpfs that dies with the run.
+func checkBindDest(src, dst string, top, binds []string) error {
+	if src == dst {
+		return nil
+	}
+	first := strings.Split(dst, "/")[1]
+	for _, t := range top {
+		if t == first {
+			return fmt.Errorf("read-only bind %s:%s: /%s is the sandbox's root (bound from the host or the rootfs), where its mount point cannot be made; bind to a new path such as /data or /mnt/NAME", src, dst, first)
+		}
+	}
+	for _, b := range binds {
+		_, other := SplitBind(b)
+		if other != dst && strings.HasPrefix(dst, other+"/") {
+			return fmt.Errorf("read-only bind %s:%s: below the bind at %s, where its mount point cannot be made; bind to a path outside it", src, dst, other)
+		}
+	}
+	return nil
 }

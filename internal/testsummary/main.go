@@ -1,0 +1,179 @@
+// Command testsummary runs a go test command and says what ran: one line
+// per test as it ends (for `go test -json`), the output of each failing
+// test, and at the end one line counting what passed, failed and was
+// skipped as root, as uid 65534 (the harness's subtests of those names)
+// and otherwise. `make test` and `make vmtest` use it (issue 19, point
+// 19): the integration phase was silent for a minute.
+//
+//	go run ./internal/testsummary -label integration -o build/test-summary -- go test -json ./tests/
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action  string
+	Test    string
+	Package string
+	Output  string
+	Elapsed float64
+}
+
+// counts are per runner: "root", "uid65534", ... or "" for tests that
+// do not run per identity (counted at the top level, once).
+type counts struct {
+	runner  map[string]*[3]int // pass, fail, skip
+	perUser map[string]bool    // top-level tests with runner subtests
+	top     map[string]int     // top-level test -> its result
+}
+
+var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+)`)
+
+func main() {
+	label := flag.String("label", "tests", "what the line at the end calls this phase")
+	outFile := flag.String("o", "", "also write the line at the end to this file")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "testsummary: want -- COMMAND [ARGS...]")
+		os.Exit(2)
+	}
+	cmd := exec.Command(flag.Arg(0), flag.Args()[1:]...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(2)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(2)
+	}
+	c := read(stdout, os.Stdout)
+	err = cmd.Wait()
+	line := fmt.Sprintf("%s: %s", *label, c.String())
+	if err != nil {
+		line += fmt.Sprintf(" (%s: %v)", flag.Arg(0), err)
+	}
+	fmt.Println("make: " + line)
+	if *outFile != "" {
+		if werr := os.WriteFile(*outFile, []byte(line+"\n"), 0o644); werr != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", werr)
+		}
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		os.Exit(ee.ExitCode())
+	} else if err != nil {
+		os.Exit(2)
+	}
+}
+
+// read passes text lines through (go test -v) and turns JSON events into
+// one line per top-level test, with a failing test's whole output.
+func read(r io.Reader, w io.Writer) *counts {
+	c := &counts{runner: map[string]*[3]int{}, perUser: map[string]bool{}, top: map[string]int{}}
+	output := map[string][]string{} // top-level test -> its output, until it ends
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		text := sc.Text()
+		var ev event
+		if !strings.HasPrefix(text, "{") || json.Unmarshal([]byte(text), &ev) != nil {
+			fmt.Fprintln(w, text)
+			c.count(text)
+			continue
+		}
+		top, _, _ := strings.Cut(ev.Test, "/")
+		switch {
+		case ev.Action == "output":
+			c.count(ev.Output)
+			if top != "" {
+				output[top] = append(output[top], ev.Output)
+			} else if !strings.HasPrefix(ev.Output, "PASS") && !strings.HasPrefix(ev.Output, "ok ") && !strings.HasPrefix(ev.Output, "=== ") {
+				fmt.Fprint(w, ev.Output)
+			}
+		case ev.Test == "" || ev.Test != top:
+		case ev.Action == "pass" || ev.Action == "skip":
+			fmt.Fprintf(w, "  %-4s %s (%.1fs)\n", ev.Action, ev.Test, ev.Elapsed)
+			delete(output, top)
+		case ev.Action == "fail":
+			fmt.Fprintf(w, "  FAIL %s (%.1fs)\n", ev.Test, ev.Elapsed)
+			for _, o := range output[top] {
+				fmt.Fprint(w, "       "+o)
+			}
+			delete(output, top)
+		}
+	}
+	return c
+}
+
+// count takes one "--- PASS: TestX/root (0.1s)" line: a test is counted
+// once per runner, at the subtest named after it, or once at the top if
+// it has no runner subtests.
+func (c *counts) count(line string) {
+	m := resultLine.FindStringSubmatch(line)
+	if m == nil {
+		return
+	}
+	k := map[string]int{"PASS": 0, "FAIL": 1, "SKIP": 2}[m[1]]
+	parts := strings.Split(m[2], "/")
+	switch last := parts[len(parts)-1]; {
+	case len(parts) == 1:
+		c.top[parts[0]] = k
+	case len(parts) == 2 && (last == "root" || strings.HasPrefix(last, "uid")):
+		c.perUser[parts[0]] = true
+		if c.runner[last] == nil {
+			c.runner[last] = &[3]int{}
+		}
+		c.runner[last][k]++
+	}
+}
+
+func (c *counts) String() string {
+	for t, k := range c.top {
+		if !c.perUser[t] {
+			if c.runner[""] == nil {
+				c.runner[""] = &[3]int{}
+			}
+			c.runner[""][k]++
+		}
+	}
+	var names []string
+	for n := range c.runner {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return order(names[i]) < order(names[j]) })
+	var parts []string
+	for _, n := range names {
+		v := c.runner[n]
+		what := "as " + strings.Replace(n, "uid", "uid ", 1)
+		if n == "" {
+			what = "not per user"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d passed, %d failed, %d skipped", what, v[0], v[1], v[2]))
+	}
+	if len(parts) == 0 {
+		return "no test results seen"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func order(n string) string {
+	switch n {
+	case "root":
+		return "0"
+	case "":
+		return "9"
+	}
+	return "1" + n
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/internal/units"
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+// stdinScript is the workspace name of a script read from stdin
+// (`sbx exec -`).
+const stdinScript = "stdin.py"
+
+// script is what payloadFromArgs is told about the run, and what it
+// found out about the script besides the Payload.
+type script struct {
+	// In: --input-dir ("" if none) and the files taken from it; the most
+	// a script read from a pipe may hold; the sandbox's root on the host
+	// ("/" for the host's own), where a #! line's interpreter must be.
+	dir      string
+	inputs   []nsjail.File
+	maxBytes int64
+	rootfs   string
+	// Out: the script was sbx's own stdin (the payload's is empty then);
+	// tmp is the host copy of a piped script, to remove after the run.
+	usedStdin bool
+	tmp       string
+	warnings  []string
+}
+
+// isStdin tells whether arg names sbx's stdin: "-", or /dev/stdin and
+// its aliases, which a pipe cannot resolve to a path (they read as
+// "pipe:[N]").
+func isStdin(arg string) bool {
+	switch arg {
+	case "-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0":
+		return true
+	}
+	return false
+}
+
+// isPipe tells whether arg is a FIFO or a pipe, such as bash's <(...).
+func isPipe(arg string) bool {
+	fi, err := os.Stat(arg)
+	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
+}
+
+// readPipedScript copies the script of a pipe (or of sbx's stdin) to a
+// private host file, so that it goes into the workspace like any other
+// input: at most max bytes.
+func (s *script) readPipedScript(arg string) (string, error) {
+	var r io.Reader = os.Stdin
+	name := "stdin"
+	if isStdin(arg) {
+		s.usedStdin = true
+	} else {
+		f, err := os.Open(arg)
+		if err != nil {
+			return "", fmt.Errorf("script %s: %w", arg, unwrapPath(err))
+		}
+		defer f.Close()
+		r, name = f, arg
+	}
+	tmp, err := os.CreateTemp("", "sbx-script-*.py")
+	if err != nil {
+		return "", fmt.Errorf("script from %s: %w", name, err)
+	}
+	s.tmp = tmp.Name()
+	n, err := io.Copy(tmp, io.LimitReader(r, s.maxBytes+1))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("script from %s: %w", name, err)
+	case n > s.maxBytes:
+		return "", fmt.Errorf("script from %s: more than %s, the workspace's size", name, units.HumanSize(s.maxBytes))
+	}
+	if hasInput(s.inputs, stdinScript) {
+		return "", fmt.Errorf("script from %s: the input dir %s already has a %s, the name a script from a pipe takes", name, s.dir, stdinScript)
+	}
+	return s.tmp, nil
+}
+
+// notPython are the file name endings of scripts of other languages: one
+// without a #! line would get a Python SyntaxError (issue 19, point 12).
+var notPython = map[string]string{
+	".sh": "#!/bin/sh", ".bash": "#!/bin/bash", ".zsh": "#!/bin/zsh", ".js": "#!/usr/bin/env node", ".mjs": "#!/usr/bin/env node",
+	".ts": "#!/usr/bin/env node", ".rb": "#!/usr/bin/env ruby", ".pl": "#!/usr/bin/perl", ".php": "#!/usr/bin/env php", ".lua": "#!/usr/bin/env lua",
+}
+
+// interpreter is the argv that runs the script src (at dest in the
+// workspace): the one its #! line names (execve(2) "Interpreter
+// scripts": the interpreter, at most one argument, the script), python3
+// if that line names Python or there is none. The interpreter must be in
+// the sandbox's root, else the run is refused here, before any clone.
+// The script is given to the interpreter rather than run itself: the
+// workspace is noexec.
+func (s *script) interpreter(src, dest string) ([]string, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, fmt.Errorf("script %s: %w", src, unwrapPath(err))
+	}
+	defer f.Close()
+	// The kernel reads at most BINPRM_BUF_SIZE (256) bytes of the line.
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	line, ok := bytes.CutPrefix(head, []byte("#!"))
+	if !ok {
+		if want, other := notPython[strings.ToLower(filepath.Ext(dest))]; other {
+			s.warnings = append(s.warnings, fmt.Sprintf("script %s has no #! line, so it runs with python3; start it with a line such as %q to run it with another interpreter", dest, want))
+		}
+		return []string{"python3", dest}, nil
+	}
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	interp, arg, _ := strings.Cut(strings.TrimSpace(strings.ReplaceAll(string(line), "\t", " ")), " ")
+	arg = strings.TrimSpace(arg)
+	prog := filepath.Base(interp)
+	if interp == "" {
+		return nil, fmt.Errorf("script %s: its #! line names no interpreter", dest)
+	}
+	if strings.HasPrefix(prog, "python") || (prog == "env" && strings.HasPrefix(arg, "python")) {
+		return []string{"python3", dest}, nil
+	}
+	if !filepath.IsAbs(interp) {
+		return nil, fmt.Errorf("script %s: its #! line names %q, not an absolute path", dest, interp)
+	}
+	if _, err := os.Stat(filepath.Join(s.rootfs, interp)); err != nil {
+		return nil, fmt.Errorf("script %s: its #! line names %s, which the sandbox's root (%s) does not have: %w", dest, interp, s.rootfs, unwrapPath(err))
+	}
+	argv := []string{interp}
+	if arg != "" {
+		argv = append(argv, arg)
+	}
+	return append(argv, dest), nil
+}
+
+// maxArgStrlen is the most bytes one argument or environment string may
+// take, its NUL included: MAX_ARG_STRLEN, 32 pages (include/uapi/linux/
+// binfmts.h).
+func maxArgStrlen() int { return 32 * os.Getpagesize() }
+
+// maxArgBytes is how much argv and envp together may take on the new
+// stack: a quarter of RLIMIT_STACK, at most 3/4 of _STK_LIM (6 MiB), at
+// least 32 pages (fs/exec.c, bprm_stack_limits, Linux 6.x). The sandbox
+// inherits sbx's own RLIMIT_STACK.
+func maxArgBytes() int {
+	limit := 6 << 20
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_STACK, &rl); err == nil && rl.Cur/4 < uint64(limit) {
+		limit = int(rl.Cur / 4)
+	}
+	return max(limit, maxArgStrlen())
+}
+
+// errUseStdin is the advice for code too big for the command line.
+var errUseStdin = errors.New("give the code on stdin instead: sbx exec - < code.py")
+
+// checkExecSize refuses, on the host and before any clone, an argv and
+// environment that execve(2) inside would refuse with E2BIG: one string
+// past MAX_ARG_STRLEN, or all of them past the stack's share. fromC says
+// that argv[2] is -c's CODE, which can come on stdin instead.
+func checkExecSize(argv, env []string, fromC bool) error {
+	total := 0
+	for i, a := range argv {
+		if len(a)+1 > maxArgStrlen() {
+			what := fmt.Sprintf("argument %d", i)
+			if fromC && i == 2 {
+				return fmt.Errorf("-c CODE is %s, past the kernel's %s limit for one argument (MAX_ARG_STRLEN, execve(2)): %w",
+					units.HumanSize(int64(len(a))), units.HumanSize(int64(maxArgStrlen())), errUseStdin)
+			}
+			return fmt.Errorf("%s is %s, past the kernel's %s limit for one argument (MAX_ARG_STRLEN, execve(2))", what, units.HumanSize(int64(len(a))), units.HumanSize(int64(maxArgStrlen())))
+		}
+		total += len(a) + 1 + 8
+	}
+	for _, kv := range env {
+		if len(kv)+1 > maxArgStrlen() {
+			k, _, _ := strings.Cut(kv, "=")
+			return fmt.Errorf("environment variable %s is %s, past the kernel's %s limit for one string (MAX_ARG_STRLEN, execve(2))", k, units.HumanSize(int64(len(kv))), units.HumanSize(int64(maxArgStrlen())))
+		}
+		total += len(kv) + 1 + 8
+	}
+	// A page of slack: the program's path and the proxy's variables.
+	if limit := maxArgBytes() - os.Getpagesize(); total > limit {
+		err := fmt.Errorf("the command line and environment are %s, past the kernel's %s limit (a quarter of RLIMIT_STACK, execve(2))", units.HumanSize(int64(total)), units.HumanSize(int64(limit)))
+		if fromC {
+			err = fmt.Errorf("%w: %w", err, errUseStdin)
+		}
+		return err
+	}
+	return nil
+}
