@@ -66,6 +66,9 @@ func main() {
 		line += fmt.Sprintf(" (%s: %v)", flag.Arg(0), err)
 	}
 	fmt.Println("make: " + line)
+	// The plain closing line a CI reader counts: "N passed, N failed".
+	p, f, k := c.total()
+	fmt.Printf("%s: %d passed, %d failed, %d skipped\n", *label, p, f, k)
 	if *outFile != "" {
 		if werr := os.WriteFile(*outFile, []byte(line+"\n"), 0o644); werr != nil {
 			fmt.Fprintln(os.Stderr, "testsummary:", werr)
@@ -127,7 +130,10 @@ func (c *counts) count(line string) {
 	}
 	k := map[string]int{"PASS": 0, "FAIL": 1, "SKIP": 2}[m[1]]
 	parts := strings.Split(m[2], "/")
-	switch last := parts[len(parts)-1]; {
+	// go test makes a repeated subtest name unique with "#01" (testing's
+	// subtest naming): it is the same runner.
+	last, _, _ := strings.Cut(parts[len(parts)-1], "#")
+	switch {
 	case len(parts) == 1:
 		c.top[parts[0]] = k
 	case len(parts) == 2 && (last == "root" || strings.HasPrefix(last, "uid")):
@@ -166,6 +172,15 @@ func (c *counts) String() string {
 		return "no test results seen"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// total adds up every runner's counts (after String has folded in the
+// top-level tests).
+func (c *counts) total() (pass, fail, skip int) {
+	for _, v := range c.runner {
+		pass, fail, skip = pass+v[0], fail+v[1], skip+v[2]
+	}
+	return
 }
 
 func order(n string) string {
