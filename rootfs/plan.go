@@ -102,6 +102,9 @@ type Options struct {
 	EtcFromRootfs []string
 	// ROBinds are extra host paths bound read-only at the same path.
 	ROBinds []string
+	// Nameserver, when set, is the DNS stub's address inside the sandbox
+	// (network allowed): resolv.conf names it and nsswitch asks it.
+	Nameserver string
 	Identity
 }
 

@@ -1,0 +1,386 @@
+package netproxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// The DNS stub (issue 18). The sandbox's resolv.conf names a loopback
+// address inside its network namespace whose sockets the supervisor serves:
+// an allowlisted name gets an A record for a loopback address reserved for
+// it for the run (Forwards), where the supervisor also listens on the
+// name's allowed ports (ServeForward); anything else gets NXDOMAIN and a
+// record. The stub never forwards a query anywhere: names are resolved on
+// the host side only, after the allowlist check, when a connection comes.
+const (
+	// MaxForwards caps the reserved (address, port) listeners of a run:
+	// each is a socket the supervisor holds, and SCM_RIGHTS carries at
+	// most 253 fds a message (SCM_MAX_FD, net/unix/scm.c).
+	MaxForwards = 256
+	// maxDNSMessage is the largest query read, UDP or TCP. A query is one
+	// question, at most 255 bytes of name plus headers and an EDNS OPT
+	// record; 512 is the classic UDP limit (RFC 1035 §4.2.1). Longer
+	// datagrams are cut by the read and refused as malformed; a longer TCP
+	// length prefix closes the connection.
+	maxDNSMessage = 512
+	// DefaultDNSBurst and DefaultDNSRate (a second) size the token bucket
+	// that every query draws on; past it queries are dropped unanswered
+	// and counted, so that a flood costs the host a fixed CPU rate.
+	DefaultDNSBurst = 256
+	DefaultDNSRate  = 100.0
+	// maxDNSStreams caps concurrent DNS-over-TCP connections; more are
+	// closed at accept. dnsStreamTimeout bounds one connection's life.
+	maxDNSStreams    = 8
+	dnsStreamTimeout = 10 * time.Second
+	// dnsTTL is short: the reservation lasts only the run.
+	dnsTTL = 60
+)
+
+// DefaultForwardPorts are the ports a name allowed on any port is
+// forwarded on, beside the ports its --resolve pins name: the web's.
+var DefaultForwardPorts = []int{80, 443}
+
+// forwardBase is the first reserved address: 127.1.0.0/16, away from
+// 127.0.0.1 (the sandbox's own services and the proxy) and 127.0.0.53.
+var forwardBase = netip.AddrFrom4([4]byte{127, 1, 0, 1})
+
+// Forward is one transparent listener: Name's reserved address and one of
+// its allowed ports.
+type Forward struct {
+	Name string         `json:"name"`
+	Addr netip.AddrPort `json:"addr"`
+}
+
+// reservation is an allowlisted name's address for the run.
+type reservation struct {
+	addr  netip.Addr
+	ports []int
+}
+
+// reserve gives each name of an exact allowlist rule an address from
+// 127.1.0.0/16, in the order of the list, and the ports to listen on.
+// Wildcards and IP literals get none (issue 18, point 3 is not built).
+func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reservation, []Forward, error) {
+	res := map[string]*reservation{}
+	var order []string
+	next := forwardBase
+	for _, r := range a.rules {
+		if r.wild || r.addr.IsValid() {
+			continue
+		}
+		v := res[r.name]
+		if v == nil {
+			v = &reservation{addr: next}
+			next = next.Next()
+			res[r.name] = v
+			order = append(order, r.name)
+		}
+		ports := []int{r.port}
+		if r.port == 0 {
+			ports = slices.Clone(DefaultForwardPorts)
+			for k := range pins {
+				if k.name == r.name && k.port != 0 {
+					ports = append(ports, k.port)
+				}
+			}
+		}
+		for _, p := range ports {
+			if !slices.Contains(v.ports, p) {
+				v.ports = append(v.ports, p)
+			}
+		}
+	}
+	var fw []Forward
+	for _, n := range order {
+		v := res[n]
+		slices.Sort(v.ports)
+		for _, p := range v.ports {
+			fw = append(fw, Forward{Name: n, Addr: netip.AddrPortFrom(v.addr, uint16(p))})
+		}
+	}
+	if len(fw) > MaxForwards {
+		return nil, nil, fmt.Errorf("netproxy: the allowlist needs %d transparent listeners (names times ports), more than %d", len(fw), MaxForwards)
+	}
+	return res, fw, nil
+}
+
+// Forwards lists the listeners the sandbox's init opens for ServeForward,
+// in allowlist order.
+func (p *Proxy) Forwards() []Forward { return slices.Clone(p.forwards) }
+
+// NoProxy is the NO_PROXY value for the sandbox: its own loopback, minus
+// the loopback addresses the allowlist names explicitly, which must go
+// through the proxy to reach the host's (NO_PROXY has no ports, so such an
+// address is dropped whole: the sandbox's own services stay reachable as
+// "localhost").
+func (p *Proxy) NoProxy() string {
+	out := []string{"localhost"}
+	for _, s := range []string{"127.0.0.1", "::1"} {
+		ip := netip.MustParseAddr(s)
+		listed := false
+		for _, r := range p.allow.rules {
+			if r.addr == ip {
+				listed = true
+			}
+		}
+		if !listed {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// ServeDNS answers queries on pc until it is closed, by Close or the
+// caller.
+func (p *Proxy) ServeDNS(pc net.PacketConn) error {
+	if !p.addCloser(pc) {
+		return ErrClosed
+	}
+	defer p.dropCloser(pc)
+	buf := make([]byte, maxDNSMessage+1)
+	out := make([]byte, 0, maxDNSMessage)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || p.isClosed() {
+				return nil
+			}
+			if temporary(err) {
+				continue
+			}
+			return err
+		}
+		if !p.dnsToken() {
+			continue
+		}
+		if n > maxDNSMessage {
+			p.dnsBad()
+			continue
+		}
+		if reply := p.answer(buf[:n], out[:0]); reply != nil {
+			pc.WriteTo(reply, from)
+		}
+	}
+}
+
+// ServeDNSTCP answers DNS over TCP (RFC 7766) on l until it is closed.
+func (p *Proxy) ServeDNSTCP(l net.Listener) error {
+	if !p.addCloser(l) {
+		return ErrClosed
+	}
+	defer p.dropCloser(l)
+	streams := make(chan struct{}, maxDNSStreams)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || p.isClosed() {
+				return nil
+			}
+			if temporary(err) {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		select {
+		case streams <- struct{}{}:
+		default:
+			p.mu.Lock()
+			p.dnsStats.RateLimited++
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		if !p.addCloser(c) {
+			c.Close()
+			return nil
+		}
+		go func() {
+			defer func() { <-streams }()
+			defer p.dropCloser(c)
+			defer c.Close()
+			p.serveDNSStream(c)
+		}()
+	}
+}
+
+// serveDNSStream answers length-prefixed queries on c until EOF, an
+// oversized length or dnsStreamTimeout.
+func (p *Proxy) serveDNSStream(c net.Conn) {
+	c.SetDeadline(time.Now().Add(dnsStreamTimeout))
+	buf := make([]byte, maxDNSMessage)
+	out := make([]byte, 2, 2+maxDNSMessage)
+	var l [2]byte
+	for {
+		if _, err := io.ReadFull(c, l[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint16(l[:]))
+		if !p.dnsToken() {
+			return
+		}
+		if n > maxDNSMessage {
+			p.dnsBad()
+			return
+		}
+		if _, err := io.ReadFull(c, buf[:n]); err != nil {
+			return
+		}
+		reply := p.answer(buf[:n], out[:2])
+		if reply == nil {
+			return
+		}
+		binary.BigEndian.PutUint16(reply, uint16(len(reply)-2))
+		if _, err := c.Write(reply); err != nil {
+			return
+		}
+	}
+}
+
+// DNSSummary counts the stub's queries over the run.
+type DNSSummary struct {
+	Queries     int `json:"queries"`      // every query read, answered or not
+	Refused     int `json:"refused"`      // NXDOMAIN for a name not on the list
+	Malformed   int `json:"malformed"`    // oversized or unparsable, or not a plain query
+	RateLimited int `json:"rate_limited"` // dropped unanswered past the rate limit, or TCP connections over the cap
+}
+
+// dnsToken counts a query and takes a token for it, or counts it as rate
+// limited.
+func (p *Proxy) dnsToken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dnsStats.Queries++
+	if !p.dnsBucket.take() {
+		p.dnsStats.RateLimited++
+		return false
+	}
+	return true
+}
+
+func (p *Proxy) dnsBad() {
+	p.mu.Lock()
+	p.dnsStats.Malformed++
+	p.mu.Unlock()
+}
+
+// answer parses one query and appends the reply to out, or returns nil
+// when there is nothing to answer (no parsable header).
+func (p *Proxy) answer(q, out []byte) []byte {
+	var ps dnsmessage.Parser
+	h, err := ps.Start(q)
+	if err != nil || h.Response {
+		p.dnsBad()
+		return nil
+	}
+	rh := dnsmessage.Header{ID: h.ID, Response: true, OpCode: h.OpCode, RecursionDesired: h.RecursionDesired, Authoritative: true}
+	questions, err := ps.AllQuestions()
+	if err != nil || len(questions) != 1 || h.OpCode != 0 {
+		p.dnsBad()
+		rh.RCode = dnsmessage.RCodeFormatError
+		if err == nil && h.OpCode != 0 {
+			rh.RCode = dnsmessage.RCodeNotImplemented
+		}
+		return build(out, rh, nil, nil)
+	}
+	qq := questions[0]
+	name, nerr := normalizeName(qq.Name.String())
+	var v *reservation
+	if nerr == nil {
+		v = p.reserved[name]
+	}
+	if v == nil || qq.Class != dnsmessage.ClassINET {
+		rh.RCode = dnsmessage.RCodeNameError
+		if nerr != nil {
+			name = strings.TrimSuffix(qq.Name.String(), ".")
+		}
+		p.dnsRefuse(name)
+		return build(out, rh, &qq, nil)
+	}
+	var a *dnsmessage.AResource
+	if qq.Type == dnsmessage.TypeA || qq.Type == dnsmessage.TypeALL {
+		a = &dnsmessage.AResource{A: v.addr.As4()}
+	}
+	// AAAA and every other type: NOERROR with no answer ("NODATA",
+	// RFC 2308 §2.2), so that a resolver takes the A record and stops.
+	return build(out, rh, &qq, a)
+}
+
+// build appends the reply to out; an error (which only a bug could cause)
+// yields nil.
+func build(out []byte, h dnsmessage.Header, q *dnsmessage.Question, a *dnsmessage.AResource) []byte {
+	b := dnsmessage.NewBuilder(out, h)
+	b.EnableCompression()
+	if q != nil {
+		if b.StartQuestions() != nil || b.Question(*q) != nil {
+			return nil
+		}
+		if a != nil {
+			if b.StartAnswers() != nil {
+				return nil
+			}
+			rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: dnsTTL}
+			if b.AResource(rh, *a) != nil {
+				return nil
+			}
+		}
+	}
+	m, err := b.Finish()
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// dnsRefuse counts a refused lookup and records it, once per name: a
+// resolver asks for A and AAAA and retries, and one record per name is
+// what the reader of the Result needs. The set of names seen is bounded by
+// the log's own caps: once the log takes no more, no name is added.
+func (p *Proxy) dnsRefuse(name string) {
+	name = clip(name, maxRecordHost)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dnsStats.Refused++
+	if _, seen := p.dnsSeen[name]; seen {
+		return
+	}
+	p.accepted++
+	p.refused++
+	slot := p.record()
+	if slot < 0 {
+		return
+	}
+	p.fileRecord(slot, Attempt{Kind: KindDNS, Host: name, Method: "DNS", Reason: "not on the allowlist: NXDOMAIN"})
+	if p.attempts[slot].done {
+		p.dnsSeen[name] = struct{}{}
+	}
+}
+
+// addCloser registers c for Close, or reports false after Close.
+func (p *Proxy) addCloser(c io.Closer) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.closers[c] = struct{}{}
+	p.wg.Add(1)
+	return true
+}
+
+func (p *Proxy) dropCloser(c io.Closer) {
+	p.mu.Lock()
+	delete(p.closers, c)
+	p.mu.Unlock()
+	p.wg.Done()
+}
