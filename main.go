@@ -329,6 +329,10 @@ func execAction(c *cli.Context, rawArgs []string) error {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d more attempts were not recorded (the log keeps %d records, %d KiB)",
 				sum.Dropped, netproxy.MaxAttempts, netproxy.MaxAttemptBytes>>10))
 		}
+		if sum.DNS.RateLimited > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d DNS queries were dropped unanswered: the stub's rate limit (%d at once, then %g a second) or its %d TCP connections",
+				sum.DNS.RateLimited, netproxy.DefaultDNSBurst, netproxy.DefaultDNSRate, netproxy.MaxDNSStreams))
+		}
 		if sum.RateLimited > 0 {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d connections were closed unread: refused requests went past the proxy's rate limit (%d at once, then %g a second)",
 				sum.RateLimited, netproxy.DefaultRefusalBurst, netproxy.DefaultRefusalRate))

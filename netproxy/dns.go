@@ -37,9 +37,9 @@ const (
 	// and counted, so that a flood costs the host a fixed CPU rate.
 	DefaultDNSBurst = 256
 	DefaultDNSRate  = 100.0
-	// maxDNSStreams caps concurrent DNS-over-TCP connections; more are
+	// MaxDNSStreams caps concurrent DNS-over-TCP connections; more are
 	// closed at accept. dnsStreamTimeout bounds one connection's life.
-	maxDNSStreams    = 8
+	MaxDNSStreams    = 8
 	dnsStreamTimeout = 10 * time.Second
 	// dnsTTL is short: the reservation lasts only the run.
 	dnsTTL = 60
@@ -178,7 +178,7 @@ func (p *Proxy) ServeDNSTCP(l net.Listener) error {
 		return ErrClosed
 	}
 	defer p.dropCloser(l)
-	streams := make(chan struct{}, maxDNSStreams)
+	streams := make(chan struct{}, MaxDNSStreams)
 	for {
 		c, err := l.Accept()
 		if err != nil {

@@ -155,6 +155,9 @@ func TestDNSFlood(t *testing.T) {
 		if !res.NetworkTruncated {
 			t.Errorf("network_truncated false after a rate-limited flood")
 		}
+		if !strings.Contains(strings.Join(res.Warnings, "\n"), "DNS queries were dropped") {
+			t.Errorf("no warning about the dropped queries: %q", res.Warnings)
+		}
 		if len(res.Network) > netproxy.MaxAttempts {
 			t.Errorf("%d records", len(res.Network))
 		}
