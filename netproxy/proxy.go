@@ -232,7 +232,11 @@ type Proxy struct {
 	dnsBucket bucket
 	dnsStats  DNSSummary
 	dnsSeen   map[string]struct{}
-	closers   map[io.Closer]struct{} // DNS sockets and streams, open
+	// dnsKernelDrops is the last kernel drop count taken into dnsStats;
+	// dnsFinal take the last one at Close, before the sockets go.
+	dnsKernelDrops int64
+	dnsFinal       []func()
+	closers        map[io.Closer]struct{} // DNS sockets and streams, open
 }
 
 type attemptSlot struct {
@@ -653,6 +657,13 @@ func (p *Proxy) finish(s *session, a Attempt) {
 // proxy's goroutines to return: when Close returns the proxy holds no
 // goroutine and no socket. It is safe to call more than once.
 func (p *Proxy) Close() error {
+	p.mu.Lock()
+	final := p.dnsFinal
+	p.dnsFinal = nil
+	p.mu.Unlock()
+	for _, f := range final {
+		f()
+	}
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true

@@ -139,18 +139,27 @@ print(json.dumps({"open": len(held), "closed": closed}))`)
 	})
 }
 
-// TestDNSFlood: a query flood is rate-limited and counted; what is
-// answered and recorded stays bounded.
+// TestDNSFlood: a query flood is rate-limited and counted; what the stub
+// reads and answers is bounded by its bucket (256 at once, then 100 a
+// second), not by the flood: past it the stub stops reading and the
+// kernel drops the rest, counted through SO_RXQ_OVFL. Counts are asserted,
+// not CPU time, which depends on the machine's load (it is logged: about
+// 0.15 s over a 4 s flood, against 1.65 s when every datagram was read).
 func TestDNSFlood(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
-		var got struct{ Sent, Answered int }
-		res := r.okResult(t, &got, "--net", "allow", "--allow-host", "api.test", data("dns_flood.py"), "20000")
-		s := res.NetworkSummary
+		m := measuredRun(t, r, "--net", "allow", "--allow-host", "api.test", data("dns_flood.py"), "20000")
+		res, s := m.res, m.res.NetworkSummary
 		if s == nil {
 			t.Fatal("no network_summary")
 		}
-		if s.DNS.RateLimited == 0 || s.DNS.Queries < got.Answered || got.Answered >= got.Sent {
-			t.Errorf("flood of %d: %d answered, summary %+v: want rate limiting", got.Sent, got.Answered, s.DNS)
+		t.Logf("%d answered; summary %+v; sbx CPU %v in %d ms", m.flood.Answered, s.DNS, m.selfCPU, res.Usage.WallMS)
+		budget := netproxy.DefaultDNSBurst + int(netproxy.DefaultDNSRate*float64(res.Usage.WallMS)/1000) + 16
+		read := s.DNS.Queries - s.DNS.RateLimited
+		if s.DNS.RateLimited == 0 || read > budget || m.flood.Answered > read || s.DNS.Refused > read {
+			t.Errorf("flood of 20000: %d answered, summary %+v: want at most %d read and the rest rate-limited", m.flood.Answered, s.DNS, budget)
+		}
+		if s.DNS.Queries > 20000 || s.DNS.Queries < 20000/2 {
+			t.Errorf("%d queries counted for 20000 sent", s.DNS.Queries)
 		}
 		if !res.NetworkTruncated {
 			t.Errorf("network_truncated false after a rate-limited flood")
@@ -158,9 +167,7 @@ func TestDNSFlood(t *testing.T) {
 		if !strings.Contains(strings.Join(res.Warnings, "\n"), "DNS queries were dropped") {
 			t.Errorf("no warning about the dropped queries: %q", res.Warnings)
 		}
-		if len(res.Network) > netproxy.MaxAttempts {
-			t.Errorf("%d records", len(res.Network))
-		}
+		checkRecords(t, res.Network)
 	})
 }
 
