@@ -229,6 +229,21 @@ func (p *Proxy) ServeDNSTCP(l net.Listener) error {
 	defer p.dropCloser(l)
 	streams := make(chan struct{}, MaxDNSStreams)
 	for {
+		// Each connection takes a token of the queries' bucket, and none
+		// is accepted while it is empty: the backlog fills and the kernel
+		// turns the rest away, so a connect flood costs the supervisor no
+		// more than the rate.
+		for {
+			wait := p.dnsUntilToken()
+			if wait <= 0 {
+				break
+			}
+			select {
+			case <-time.After(min(wait, shedInterval)):
+			case <-p.ctx.Done():
+				return nil
+			}
+		}
 		c, err := l.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || p.isClosed() {
@@ -239,6 +254,10 @@ func (p *Proxy) ServeDNSTCP(l net.Listener) error {
 				continue
 			}
 			return err
+		}
+		if !p.dnsConnToken() {
+			c.Close()
+			continue
 		}
 		select {
 		case streams <- struct{}{}:
@@ -309,6 +328,18 @@ func (p *Proxy) dnsToken() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dnsStats.Queries++
+	if !p.dnsBucket.take() {
+		p.dnsStats.RateLimited++
+		return false
+	}
+	return true
+}
+
+// dnsConnToken takes a token for a DNS-over-TCP connection, or counts it
+// as rate limited.
+func (p *Proxy) dnsConnToken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !p.dnsBucket.take() {
 		p.dnsStats.RateLimited++
 		return false

@@ -1,9 +1,11 @@
 package netproxy
 
 import (
+	"io"
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -70,8 +72,18 @@ func TestDNSAnswers(t *testing.T) {
 			t.Errorf("A %s: rcode %v, want NXDOMAIN", n, h.RCode)
 		}
 	}
+	// Read as a header, the garbage claims thousands of questions: FORMERR.
 	c.Write([]byte("garbage that is not a DNS message"))
-	ask("api.test.", dnsmessage.TypeA) // the garbage got no answer; this one is read after it
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m dnsmessage.Message
+	if err := m.Unpack(buf[:n]); err != nil || m.RCode != dnsmessage.RCodeFormatError {
+		t.Errorf("garbage: %v, rcode %v, want FORMERR", err, m.RCode)
+	}
+	ask("api.test.", dnsmessage.TypeA)
 	p.Close()
 	a := p.Attempts()
 	if len(a) != 2 || a[0].Kind != KindDNS || a[0].Host != "evil.test" || a[0].Allowed || a[1].Host != "x.wild.test" {
@@ -96,5 +108,74 @@ func TestNoProxy(t *testing.T) {
 			t.Errorf("allow %s: NoProxy %q, want %q", allow, got, want)
 		}
 		p.Close()
+	}
+}
+
+// TestDNSOverTCP: length-prefixed queries on one connection are answered
+// in turn; an oversized length closes it and counts as malformed; an
+// oversized datagram is refused and counted.
+func TestDNSOverTCP(t *testing.T) {
+	p, err := New(Config{Allow: []string{"api.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.ServeDNSTCP(l)
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, name := range []string{"api.test.", "nope.test."} {
+		q := query(t, name, dnsmessage.TypeA)
+		c.Write(append([]byte{byte(len(q) >> 8), byte(len(q))}, q...))
+		var l [2]byte
+		if _, err := io.ReadFull(c, l[:]); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, int(l[0])<<8|int(l[1]))
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+		var m dnsmessage.Message
+		if err := m.Unpack(buf); err != nil {
+			t.Fatal(err)
+		}
+		want := dnsmessage.RCodeSuccess
+		if name == "nope.test." {
+			want = dnsmessage.RCodeNameError
+		}
+		if m.RCode != want {
+			t.Errorf("%s over TCP: rcode %v, want %v", name, m.RCode, want)
+		}
+	}
+	c.Write([]byte{0xff, 0xff})
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("an oversized length left the connection open (%d, %v)", n, err)
+	}
+
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.ServeDNS(pc)
+	u, err := net.Dial("udp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.Write(make([]byte, 2000))
+	u.Write(query(t, "api.test.", dnsmessage.TypeA))
+	u.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := u.Read(make([]byte, 512)); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if s := p.Summary().DNS; s.Malformed != 2 || s.Queries != 5 || s.Refused != 1 {
+		t.Errorf("summary %+v, want 2 malformed of 5 queries", s)
 	}
 }
