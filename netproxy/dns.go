@@ -3,7 +3,6 @@ package netproxy
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -23,8 +22,8 @@ import (
 // the host side only, after the allowlist check, when a connection comes.
 const (
 	// MaxForwards caps the reserved (address, port) listeners of a run:
-	// each is a socket the supervisor holds, and SCM_RIGHTS carries at
-	// most 253 fds a message (SCM_MAX_FD, net/unix/scm.c).
+	// each is a socket the supervisor holds (sent in batches: SCM_RIGHTS
+	// carries at most 253 fds a message, SCM_MAX_FD, net/unix/scm.c).
 	MaxForwards = 256
 	// maxDNSMessage is the largest query read, UDP or TCP. A query is one
 	// question, at most 255 bytes of name plus headers and an EDNS OPT
@@ -69,49 +68,58 @@ type reservation struct {
 // reserve gives each name of an exact allowlist rule an address from
 // 127.1.0.0/16, in the order of the list, and the ports to listen on.
 // Wildcards and IP literals get none (issue 18, point 3 is not built).
-func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reservation, []Forward, error) {
-	res := map[string]*reservation{}
+// Names whose listeners would take the run past MaxForwards get none
+// either and are returned as skipped: they stay reachable through the
+// proxy variables, and the stub answers NXDOMAIN for them.
+func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reservation, []Forward, []string) {
+	ports := map[string][]int{}
 	var order []string
-	next := forwardBase
 	for _, r := range a.rules {
 		if r.wild || r.addr.IsValid() {
 			continue
 		}
-		v := res[r.name]
-		if v == nil {
-			v = &reservation{addr: next}
-			next = next.Next()
-			res[r.name] = v
+		if _, seen := ports[r.name]; !seen {
 			order = append(order, r.name)
 		}
-		ports := []int{r.port}
+		add := []int{r.port}
 		if r.port == 0 {
-			ports = slices.Clone(DefaultForwardPorts)
+			add = slices.Clone(DefaultForwardPorts)
 			for k := range pins {
 				if k.name == r.name && k.port != 0 {
-					ports = append(ports, k.port)
+					add = append(add, k.port)
 				}
 			}
 		}
-		for _, p := range ports {
-			if !slices.Contains(v.ports, p) {
-				v.ports = append(v.ports, p)
+		for _, p := range add {
+			if !slices.Contains(ports[r.name], p) {
+				ports[r.name] = append(ports[r.name], p)
 			}
 		}
 	}
+	res := map[string]*reservation{}
 	var fw []Forward
+	var skipped []string
+	next := forwardBase
 	for _, n := range order {
-		v := res[n]
-		slices.Sort(v.ports)
-		for _, p := range v.ports {
+		ps := ports[n]
+		if len(fw)+len(ps) > MaxForwards {
+			skipped = append(skipped, n)
+			continue
+		}
+		slices.Sort(ps)
+		v := &reservation{addr: next, ports: ps}
+		next = next.Next()
+		res[n] = v
+		for _, p := range ps {
 			fw = append(fw, Forward{Name: n, Addr: netip.AddrPortFrom(v.addr, uint16(p))})
 		}
 	}
-	if len(fw) > MaxForwards {
-		return nil, nil, fmt.Errorf("netproxy: the allowlist needs %d transparent listeners (names times ports), more than %d", len(fw), MaxForwards)
-	}
-	return res, fw, nil
+	return res, fw, skipped
 }
+
+// Unforwarded lists the allowlisted names that got no reserved address
+// because the run's listeners would have passed MaxForwards.
+func (p *Proxy) Unforwarded() []string { return slices.Clone(p.unforwarded) }
 
 // Forwards lists the listeners the sandbox's init opens for ServeForward,
 // in allowlist order.

@@ -1,6 +1,7 @@
 package netproxy
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -177,5 +178,25 @@ func TestDNSOverTCP(t *testing.T) {
 	p.Close()
 	if s := p.Summary().DNS; s.Malformed != 2 || s.Queries != 5 || s.Refused != 1 {
 		t.Errorf("summary %+v, want 2 malformed of 5 queries", s)
+	}
+}
+
+// TestForwardsCapped: names past MaxForwards listeners get no reserved
+// address (NXDOMAIN, the proxy variables still work) and are listed.
+func TestForwardsCapped(t *testing.T) {
+	var allow []string
+	for i := range MaxForwards/2 + 2 {
+		allow = append(allow, fmt.Sprintf("h%d.test", i)) // 80 and 443 each
+	}
+	p, err := New(Config{Allow: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if n, u := len(p.Forwards()), p.Unforwarded(); n != MaxForwards || len(u) != 2 || u[0] != allow[MaxForwards/2] {
+		t.Errorf("%d forwards, unforwarded %v", n, u)
+	}
+	if !p.allow.Allows(allow[len(allow)-1], 80) {
+		t.Errorf("an unforwarded name left the allowlist")
 	}
 }

@@ -227,11 +227,13 @@ type Proxy struct {
 	rateLimited  int
 	refusals     bucket
 	// The DNS stub and the transparent listeners (dns.go).
-	reserved  map[string]*reservation
-	forwards  []Forward
-	dnsBucket bucket
-	dnsStats  DNSSummary
-	dnsSeen   map[string]struct{}
+	reserved map[string]*reservation
+	forwards []Forward
+	// unforwarded: listed names past MaxForwards, with no reservation.
+	unforwarded []string
+	dnsBucket   bucket
+	dnsStats    DNSSummary
+	dnsSeen     map[string]struct{}
 	// dnsKernelDrops is the last kernel drop count taken into dnsStats;
 	// dnsFinal take the last one at Close, before the sockets go.
 	dnsKernelDrops int64
@@ -337,9 +339,7 @@ func New(c Config) (*Proxy, error) {
 		c.RefusalRate = DefaultRefusalRate
 	}
 	p.refusals = newBucket(c.RefusalBurst, c.RefusalRate)
-	if p.reserved, p.forwards, err = reserve(allow, pins); err != nil {
-		return nil, err
-	}
+	p.reserved, p.forwards, p.unforwarded = reserve(allow, pins)
 	p.dnsBucket = newBucket(DefaultDNSBurst, DefaultDNSRate)
 	p.dnsSeen = map[string]struct{}{}
 	p.closers = map[io.Closer]struct{}{}

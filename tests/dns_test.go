@@ -5,8 +5,10 @@ package tests
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/netproxy"
+	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
 // dnsResult is what testdata/dns_client.py prints.
@@ -187,6 +189,27 @@ func TestNoProxyKeepsAllowedLoopback(t *testing.T) {
 		}
 		if len(res.Network) == 0 || !res.Network[0].Allowed {
 			t.Errorf("records %+v", res.Network)
+		}
+	})
+}
+
+// TestEgressNothingLeftBehind: a forwarded connection held open by a
+// payload that the wall limit kills is gone once sbx returns, on the host
+// side too.
+func TestEgressNothingLeftBehind(t *testing.T) {
+	plain, _, _ := hostServer(t, false)
+	forEach(t, func(t *testing.T, r runner) {
+		res, _ := r.result(t, "--net", "allow", "--allow-host", "api.test", "--resolve", "api.test:80:127.0.0.1:"+port(plain), "--timeout", "3s",
+			"-c", "import socket,time\ns=socket.create_connection(('api.test',80))\nprint('connected', flush=True)\ntime.sleep(60)")
+		if !strings.Contains(res.Stdout, "connected") || res.Status != nsjail.StatusTimeout {
+			t.Fatalf("status %s, stdout %q, stderr %q", res.Status, res.Stdout, res.Stderr)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for established(t, port(plain)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("connections to the test server remain after sbx returned")
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 }
