@@ -3,6 +3,7 @@ package netproxy
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -53,10 +54,25 @@ var DefaultForwardPorts = []int{80, 443}
 var forwardBase = netip.AddrFrom4([4]byte{127, 1, 0, 1})
 
 // Forward is one transparent listener: Name's reserved address and one of
-// its allowed ports.
+// its allowed ports. For a wildcard's address Name is "" and Pattern the
+// wildcard: the address goes to the first name under it that the stub is
+// asked for (Proxy.wildName).
 type Forward struct {
-	Name string         `json:"name"`
-	Addr netip.AddrPort `json:"addr"`
+	Name    string         `json:"name,omitempty"`
+	Pattern string         `json:"pattern,omitempty"`
+	Addr    netip.AddrPort `json:"addr"`
+}
+
+// WildcardAddrs is how many names under one wildcard pattern get an
+// address of their own in a run (issue 18, point 3): the stub hands them
+// out in the order names are asked for; past them a name under the
+// wildcard gets NXDOMAIN, a record, and the proxy variables still work.
+const WildcardAddrs = 8
+
+// pool is a wildcard pattern's addresses and the names they went to.
+type pool struct {
+	addrs []netip.Addr
+	names []string // p.mu; "" while free
 }
 
 // reservation is an allowlisted name's address for the run.
@@ -66,55 +82,148 @@ type reservation struct {
 }
 
 // reserve gives each name of an exact allowlist rule an address from
-// 127.1.0.0/16, in the order of the list, and the ports to listen on.
-// Wildcards and IP literals get none (issue 18, point 3 is not built).
-// Names whose listeners would take the run past MaxForwards get none
-// either and are returned as skipped: they stay reachable through the
-// proxy variables, and the stub answers NXDOMAIN for them.
-func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reservation, []Forward, []string) {
-	ports := map[string][]int{}
-	var order []string
+// 127.1.0.0/16, in the order of the list, and the ports to listen on
+// (the rule's, or DefaultForwardPorts and its pins' ports); then each
+// wildcard pattern WildcardAddrs addresses, with the ports of its rules
+// and of the pins of names under it. IP literals get none. Names whose
+// listeners would take the run past MaxForwards get none either and are
+// returned as skipped: they stay reachable through the proxy variables,
+// and the stub answers NXDOMAIN for them.
+func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reservation, map[string]*pool, []Forward, []string) {
+	type entry struct {
+		name  string // the name, or the wildcard's suffix
+		wild  bool
+		ports []int
+	}
+	var entries []*entry
+	find := func(name string, wild bool) *entry {
+		for _, e := range entries {
+			if e.name == name && e.wild == wild {
+				return e
+			}
+		}
+		e := &entry{name: name, wild: wild}
+		entries = append(entries, e)
+		return e
+	}
 	for _, r := range a.rules {
-		if r.wild || r.addr.IsValid() {
+		if r.addr.IsValid() {
 			continue
 		}
-		if _, seen := ports[r.name]; !seen {
-			order = append(order, r.name)
-		}
+		e := find(r.name, r.wild)
 		add := []int{r.port}
 		if r.port == 0 {
 			add = slices.Clone(DefaultForwardPorts)
 			for k := range pins {
-				if k.name == r.name && k.port != 0 {
+				under := k.name == r.name && !r.wild || r.wild && strings.HasSuffix(k.name, "."+r.name)
+				if under && k.port != 0 {
 					add = append(add, k.port)
 				}
 			}
 		}
 		for _, p := range add {
-			if !slices.Contains(ports[r.name], p) {
-				ports[r.name] = append(ports[r.name], p)
+			if !slices.Contains(e.ports, p) {
+				e.ports = append(e.ports, p)
 			}
 		}
 	}
+	// Exact names first, so that wildcards cannot push them out.
+	slices.SortStableFunc(entries, func(x, y *entry) int {
+		if x.wild == y.wild {
+			return 0
+		}
+		if x.wild {
+			return 1
+		}
+		return -1
+	})
 	res := map[string]*reservation{}
+	pools := map[string]*pool{}
 	var fw []Forward
 	var skipped []string
 	next := forwardBase
-	for _, n := range order {
-		ps := ports[n]
-		if len(fw)+len(ps) > MaxForwards {
-			skipped = append(skipped, n)
+	for _, e := range entries {
+		slices.Sort(e.ports)
+		n := 1
+		if e.wild {
+			n = WildcardAddrs
+		}
+		if len(fw)+n*len(e.ports) > MaxForwards {
+			if e.wild {
+				skipped = append(skipped, "*."+e.name)
+			} else {
+				skipped = append(skipped, e.name)
+			}
 			continue
 		}
-		slices.Sort(ps)
-		v := &reservation{addr: next, ports: ps}
-		next = next.Next()
-		res[n] = v
-		for _, p := range ps {
-			fw = append(fw, Forward{Name: n, Addr: netip.AddrPortFrom(v.addr, uint16(p))})
+		if !e.wild {
+			res[e.name] = &reservation{addr: next, ports: e.ports}
+			for _, p := range e.ports {
+				fw = append(fw, Forward{Name: e.name, Addr: netip.AddrPortFrom(next, uint16(p))})
+			}
+			next = next.Next()
+			continue
+		}
+		pl := &pool{names: make([]string, n)}
+		for range n {
+			pl.addrs = append(pl.addrs, next)
+			for _, p := range e.ports {
+				fw = append(fw, Forward{Pattern: "*." + e.name, Addr: netip.AddrPortFrom(next, uint16(p))})
+			}
+			next = next.Next()
+		}
+		pools[e.name] = pl
+	}
+	return res, pools, fw, skipped
+}
+
+// wildAddr returns the address of name under a wildcard pattern, giving it
+// the pattern's next free one the first time, or why there is none ("":
+// no wildcard covers name).
+func (p *Proxy) wildAddr(name string) (netip.Addr, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var full string
+	for i := range p.allow.rules {
+		r := &p.allow.rules[i]
+		if !r.wild || !strings.HasSuffix(name, "."+r.name) {
+			continue
+		}
+		pl := p.pools[r.name]
+		if pl == nil {
+			full = fmt.Sprintf("%s has no addresses (the run keeps at most %d transparent listeners): NXDOMAIN", r.pattern, MaxForwards)
+			continue
+		}
+		free := -1
+		for j, n := range pl.names {
+			if n == name {
+				return pl.addrs[j], ""
+			}
+			if n == "" && free < 0 {
+				free = j
+			}
+		}
+		if free >= 0 {
+			pl.names[free] = name
+			return pl.addrs[free], ""
+		}
+		full = fmt.Sprintf("%s: its %d addresses went to other names: NXDOMAIN", r.pattern, WildcardAddrs)
+	}
+	return netip.Addr{}, full
+}
+
+// wildName is the name a wildcard address went to, or "".
+func (p *Proxy) wildName(a netip.Addr) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pl := range p.pools {
+		for j, x := range pl.addrs {
+			if x == a {
+				return pl.names[j]
+			}
 		}
 	}
-	return res, fw, skipped
+	return ""
 }
 
 // Unforwarded lists the allowlisted names that got no reserved address
@@ -382,21 +491,28 @@ func (p *Proxy) answer(q, out []byte) []byte {
 	}
 	qq := questions[0]
 	name, nerr := normalizeName(qq.Name.String())
-	var v *reservation
-	if nerr == nil {
-		v = p.reserved[name]
+	var addr netip.Addr
+	why := "not on the allowlist: NXDOMAIN"
+	if nerr == nil && qq.Class == dnsmessage.ClassINET {
+		if v := p.reserved[name]; v != nil {
+			addr = v.addr
+		} else if a, full := p.wildAddr(name); a.IsValid() {
+			addr = a
+		} else if full != "" {
+			why = full
+		}
 	}
-	if v == nil || qq.Class != dnsmessage.ClassINET {
+	if !addr.IsValid() {
 		rh.RCode = dnsmessage.RCodeNameError
 		if nerr != nil {
 			name = strings.TrimSuffix(qq.Name.String(), ".")
 		}
-		p.dnsRefuse(name)
+		p.dnsRefuse(name, why)
 		return build(out, rh, &qq, nil)
 	}
 	var a *dnsmessage.AResource
 	if qq.Type == dnsmessage.TypeA || qq.Type == dnsmessage.TypeALL {
-		a = &dnsmessage.AResource{A: v.addr.As4()}
+		a = &dnsmessage.AResource{A: addr.As4()}
 	}
 	// AAAA and every other type: NOERROR with no answer ("NODATA",
 	// RFC 2308 §2.2), so that a resolver takes the A record and stops.
@@ -433,7 +549,7 @@ func build(out []byte, h dnsmessage.Header, q *dnsmessage.Question, a *dnsmessag
 // resolver asks for A and AAAA and retries, and one record per name is
 // what the reader of the Result needs. The set of names seen is bounded by
 // the log's own caps: once the log takes no more, no name is added.
-func (p *Proxy) dnsRefuse(name string) {
+func (p *Proxy) dnsRefuse(name, why string) {
 	name = clip(name, maxRecordHost)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -447,7 +563,7 @@ func (p *Proxy) dnsRefuse(name string) {
 	if slot < 0 {
 		return
 	}
-	p.fileRecord(slot, Attempt{Kind: KindDNS, Host: name, Method: "DNS", Reason: "not on the allowlist: NXDOMAIN"})
+	p.fileRecord(slot, Attempt{Kind: KindDNS, Host: name, Method: "DNS", Reason: why})
 	if p.attempts[slot].done {
 		p.dnsSeen[name] = struct{}{}
 	}

@@ -1,10 +1,12 @@
 package netproxy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,12 +32,12 @@ func TestDNSAnswers(t *testing.T) {
 	}
 	defer p.Close()
 	want := []Forward{
-		{"api.test", netip.MustParseAddrPort("127.1.0.1:80")},
-		{"api.test", netip.MustParseAddrPort("127.1.0.1:443")},
-		{"api.test", netip.MustParseAddrPort("127.1.0.1:8080")},
-		{"db.test", netip.MustParseAddrPort("127.1.0.2:5432")},
+		{Name: "api.test", Addr: netip.MustParseAddrPort("127.1.0.1:80")},
+		{Name: "api.test", Addr: netip.MustParseAddrPort("127.1.0.1:443")},
+		{Name: "api.test", Addr: netip.MustParseAddrPort("127.1.0.1:8080")},
+		{Name: "db.test", Addr: netip.MustParseAddrPort("127.1.0.2:5432")},
 	}
-	if got := p.Forwards(); len(got) != len(want) || got[0] != want[0] || got[2] != want[2] || got[3] != want[3] {
+	if got := p.Forwards(); len(got) != len(want)+2*WildcardAddrs || got[len(want)].Pattern != "*.wild.test" || got[0] != want[0] || got[2] != want[2] || got[3] != want[3] {
 		t.Errorf("Forwards = %v, want %v", got, want)
 	}
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -68,9 +70,20 @@ func TestDNSAnswers(t *testing.T) {
 	if h, ans = ask("db.test.", dnsmessage.TypeAAAA); h.RCode != dnsmessage.RCodeSuccess || len(ans) != 0 {
 		t.Errorf("AAAA db.test: %+v %+v", h, ans)
 	}
-	for _, n := range []string{"evil.test.", "x.wild.test.", "evil.test."} {
+	for _, n := range []string{"evil.test.", "wild.test.", "evil.test."} {
 		if h, _ = ask(n, dnsmessage.TypeA); h.RCode != dnsmessage.RCodeNameError {
 			t.Errorf("A %s: rcode %v, want NXDOMAIN", n, h.RCode)
+		}
+	}
+	// Under the wildcard: addresses of the pool after the exact names,
+	// in the order asked, the same one again for the same name.
+	for i, n := range []string{"x.wild.test.", "y.wild.test.", "X.wild.test."} {
+		want := [4]byte{127, 1, 0, 3}
+		if i == 1 {
+			want[3] = 4
+		}
+		if h, ans = ask(n, dnsmessage.TypeA); h.RCode != dnsmessage.RCodeSuccess || len(ans) != 1 || ans[0].Body.(*dnsmessage.AResource).A != want {
+			t.Errorf("A %s: %+v %+v, want %v", n, h, ans, want)
 		}
 	}
 	// Read as a header, the garbage claims thousands of questions: FORMERR.
@@ -87,11 +100,11 @@ func TestDNSAnswers(t *testing.T) {
 	ask("api.test.", dnsmessage.TypeA)
 	p.Close()
 	a := p.Attempts()
-	if len(a) != 2 || a[0].Kind != KindDNS || a[0].Host != "evil.test" || a[0].Allowed || a[1].Host != "x.wild.test" {
+	if len(a) != 2 || a[0].Kind != KindDNS || a[0].Host != "evil.test" || a[0].Allowed || a[1].Host != "wild.test" {
 		t.Errorf("attempts %+v, want one dns record per refused name", a)
 	}
 	s := p.Summary()
-	if s.DNS.Queries != 7 || s.DNS.Refused != 3 || s.DNS.Malformed != 1 {
+	if s.DNS.Queries != 10 || s.DNS.Refused != 3 || s.DNS.Malformed != 1 {
 		t.Errorf("summary %+v", s.DNS)
 	}
 }
@@ -198,5 +211,86 @@ func TestForwardsCapped(t *testing.T) {
 	}
 	if !p.allow.Allows(allow[len(allow)-1], 80) {
 		t.Errorf("an unforwarded name left the allowlist")
+	}
+}
+
+// TestWildcardForward: names under a wildcard get the pattern's addresses
+// in the order asked, up to WildcardAddrs; a connection to one is carried
+// to the name it went to, through the same checks; an address no name went
+// to is refused and recorded.
+func TestWildcardForward(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello"))
+			c.Close()
+		}
+	}()
+	var dialled []string
+	p, err := New(Config{
+		Allow: []string{"*.wild.test:443"},
+		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil // public
+		},
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dialled = append(dialled, addr)
+			return net.Dial("tcp", up.Addr().String())
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fws := p.Forwards()
+	if len(fws) != WildcardAddrs || fws[0].Pattern != "*.wild.test:443" && fws[0].Pattern != "*.wild.test" || fws[0].Addr.Port() != 443 {
+		t.Fatalf("forwards %+v", fws)
+	}
+	for i := range WildcardAddrs {
+		if a, why := p.wildAddr(fmt.Sprintf("n%d.wild.test", i)); a != fws[i].Addr.Addr() {
+			t.Fatalf("name %d: %v %q", i, a, why)
+		}
+	}
+	if a, why := p.wildAddr("late.wild.test"); a.IsValid() || !strings.Contains(why, "went to other names") {
+		t.Errorf("a ninth name: %v %q", a, why)
+	}
+	// Serve the first two addresses on local listeners standing in for
+	// the sandbox's.
+	for i := range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw := fws[i]
+		if i == 1 {
+			p.mu.Lock()
+			p.pools["wild.test"].names[1] = "" // as if no name went to it
+			p.mu.Unlock()
+		}
+		go p.ServeForward(l, fw)
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(c)
+		c.Close()
+		if want := []string{"hello", ""}[i]; string(b) != want {
+			t.Errorf("address %d: read %q, want %q", i, b, want)
+		}
+	}
+	p.Close()
+	a := p.Attempts()
+	if len(a) != 2 || !a[0].Allowed || a[0].Host != "n0.wild.test" || a[0].Kind != KindForward || a[1].Allowed || !strings.Contains(a[1].Reason, "no name under it") {
+		t.Errorf("records %+v", a)
+	}
+	if len(dialled) != 1 || dialled[0] != "93.184.215.14:443" {
+		t.Errorf("dialled %v", dialled)
 	}
 }

@@ -228,6 +228,7 @@ type Proxy struct {
 	refusals     bucket
 	// The DNS stub and the transparent listeners (dns.go).
 	reserved map[string]*reservation
+	pools    map[string]*pool // by wildcard suffix
 	forwards []Forward
 	// unforwarded: listed names past MaxForwards, with no reservation.
 	unforwarded []string
@@ -339,7 +340,7 @@ func New(c Config) (*Proxy, error) {
 		c.RefusalRate = DefaultRefusalRate
 	}
 	p.refusals = newBucket(c.RefusalBurst, c.RefusalRate)
-	p.reserved, p.forwards, p.unforwarded = reserve(allow, pins)
+	p.reserved, p.pools, p.forwards, p.unforwarded = reserve(allow, pins)
 	p.dnsBucket = newBucket(DefaultDNSBurst, DefaultDNSRate)
 	p.dnsSeen = map[string]struct{}{}
 	p.closers = map[io.Closer]struct{}{}

@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/netip"
 )
@@ -21,8 +22,18 @@ func (p *Proxy) ServeForward(l net.Listener, fw Forward) error {
 func (s *session) forwardTCP() {
 	s.clk.endHeader()
 	port := int(s.fw.Addr.Port())
-	s.rec = Attempt{Kind: KindForward, Host: s.fw.Name, Port: port, Method: "TCP"}
-	if r := s.open(s.fw.Name, netip.Addr{}, port); r != nil {
+	name := s.fw.Name
+	if name == "" {
+		// A wildcard's address: the name it went to, if any yet.
+		name = s.p.wildName(s.fw.Addr.Addr())
+	}
+	s.rec = Attempt{Kind: KindForward, Host: name, Port: port, Method: "TCP"}
+	if name == "" {
+		s.rec.Host = s.fw.Addr.Addr().String()
+		s.rec.Reason = fmt.Sprintf("%s is one of %s's addresses, and no name under it was looked up for it", s.fw.Addr.Addr(), s.fw.Pattern)
+		return
+	}
+	if r := s.open(name, netip.Addr{}, port); r != nil {
 		if r.allowed {
 			s.rec.Allowed, s.rec.Error = true, oneLine(r.reason)
 		} else {

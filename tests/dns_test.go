@@ -91,8 +91,8 @@ func TestEgressWithoutProxyVariables(t *testing.T) {
 // TestEgressForwardRefusals: a reserved address carries the same caps as
 // CONNECT: with max_connections 3, a flood of connections held open gets
 // three through and the rest closed at once, each recorded. A name under
-// a wildcard gets no reservation (issue 18, point 3, is not built):
-// NXDOMAIN, however it is pinned.
+// a wildcard gets one of the pattern's addresses, and its connections the
+// wildcard's address checks.
 func TestEgressForwardRefusals(t *testing.T) {
 	plain, _, _ := hostServer(t, false)
 	forEach(t, func(t *testing.T, r runner) {
@@ -125,18 +125,31 @@ print(json.dumps({"open": len(held), "closed": closed}))`)
 			t.Errorf("%d cap refusals recorded, want 17: %+v", capped, res.Network)
 		}
 
+		// Under a wildcard, the name gets one of the pattern's addresses,
+		// but a pin to a special address still needs an exact entry: the
+		// connection is refused host-side, as CONNECT would be.
 		var got dnsResult
 		res = r.okResult(t, &got, "--net", "allow", "--allow-host", "*.wild.test", "--resolve", "a.wild.test:80:169.254.169.254:80",
 			data("dns_client.py"), "a.wild.test", "80")
-		for _, client := range []string{"http.client", "raw", "urllib", "addr"} {
+		for _, client := range []string{"http.client", "raw", "urllib"} {
 			if g := got[client]; g.OK {
 				t.Errorf("%s through a wildcard reached %+v", client, g)
 			}
 		}
+		if a := got["addr"].Addrs; len(a) != 1 || !strings.HasPrefix(a[0], "127.1.") {
+			t.Errorf("a.wild.test resolves to %v, want a reserved address", a)
+		}
+		refused := 0
 		for _, a := range res.Network {
 			if a.Allowed {
 				t.Errorf("allowed record %+v", a)
 			}
+			if a.Kind == netproxy.KindForward && a.Host == "a.wild.test" && strings.Contains(a.Reason, "only an exact allowlist entry") {
+				refused++
+			}
+		}
+		if refused != 3 {
+			t.Errorf("%d refused forward records, want 3: %+v", refused, res.Network)
 		}
 	})
 }
