@@ -375,6 +375,14 @@ func execAction(c *cli.Context, rawArgs []string) error {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d more attempts were not recorded (the log keeps %d records, %d KiB)",
 				sum.Dropped, netproxy.MaxAttempts, netproxy.MaxAttemptBytes>>10))
 		}
+		if u := proxy.Unforwarded(); len(u) > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d allowlisted names have no address of their own (the run keeps at most %d transparent listeners), so they are reachable through the proxy variables only, starting with %s",
+				len(u), netproxy.MaxForwards, u[0]))
+		}
+		if sum.DNS.RateLimited > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d DNS queries were dropped unanswered: the stub's rate limit (%d at once, then %g a second) or its %d TCP connections",
+				sum.DNS.RateLimited, netproxy.DefaultDNSBurst, netproxy.DefaultDNSRate, netproxy.MaxDNSStreams))
+		}
 		if sum.RateLimited > 0 {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d connections were closed unread: refused requests went past the proxy's rate limit (%d at once, then %g a second)",
 				sum.RateLimited, netproxy.DefaultRefusalBurst, netproxy.DefaultRefusalRate))

@@ -10,7 +10,10 @@
 // which wraps it with net.FileListener and calls Serve. Each connection the
 // payload makes to 127.0.0.1:3128 is accepted here, on the host side, and
 // the destination is dialled from the host's network namespace. Names are
-// resolved here only, after the allowlist check: the sandbox has no DNS.
+// resolved here only, after the allowlist check: the sandbox's DNS stub
+// (dns.go: ServeDNS, ServeDNSTCP) answers from the allowlist alone, with a
+// loopback address reserved for each listed name, and ServeForward carries
+// connections to those addresses like CONNECT (transparent.go).
 //
 //	p, err := netproxy.New(netproxy.Config{Allow: []string{"api.example.com"}})
 //	go p.Serve(l)  // returns nil once l is closed
@@ -20,9 +23,9 @@
 //
 // Inside, set HTTP_PROXY, HTTPS_PROXY and ALL_PROXY (and the lower-case
 // forms) to http://127.0.0.1:3128; ALL_PROXY=socks5h://127.0.0.1:3128 also
-// works. Leave NO_PROXY empty: a client that bypasses the proxy for
-// 127.0.0.1 or localhost reaches only the sandbox's own loopback, fails
-// there, and leaves no record.
+// works. NO_PROXY should hold only the sandbox's own services (NoProxy): a
+// client that bypasses the proxy for 127.0.0.1 reaches only the sandbox's
+// own loopback, so an allowlisted loopback target must not be in it.
 //
 // # Protocols
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -100,6 +101,9 @@ type Config struct {
 // Attempt is the record of one client connection: with keep-alive disabled,
 // one request, CONNECT or SOCKS5 session.
 type Attempt struct {
+	// Kind is KindDNS for a lookup the DNS stub refused, KindForward for
+	// a connection to a name's reserved address, "" for the proxy's own.
+	Kind       string `json:"kind,omitempty"`
 	Host       string `json:"host"`             // normalised name or IP literal; "" if no request was read
 	Port       int    `json:"port"`             // destination port asked for
 	Method     string `json:"method"`           // "CONNECT", "GET", ..., "SOCKS5", or "" if no request was read
@@ -111,6 +115,12 @@ type Attempt struct {
 	DurationMS int64  `json:"duration_ms"`      // accept to close
 	Error      string `json:"error,omitempty"`  // what ended it abnormally, one line
 }
+
+// Attempt kinds besides the proxy's own (Attempt.Kind "").
+const (
+	KindDNS     = "dns"
+	KindForward = "forward"
+)
 
 // What one record may hold, so that the log's size follows from its count
 // and no field can carry a payload's megabytes into the Result (issue 11,
@@ -176,10 +186,15 @@ type Summary struct {
 	// had used up their budget (RefusalBurst at once, then RefusalRate a
 	// second).
 	RateLimited int `json:"rate_limited"`
+	// DNS counts the DNS stub's queries (not attempts: a refused name is
+	// one attempt however often it is asked for).
+	DNS DNSSummary `json:"dns"`
 }
 
 // Truncated says that Attempts does not list every attempt.
-func (s Summary) Truncated() bool { return s.Dropped > 0 || s.RateLimited > 0 }
+func (s Summary) Truncated() bool {
+	return s.Dropped > 0 || s.RateLimited > 0 || s.DNS.RateLimited > 0
+}
 
 // ErrClosed is returned by Serve on a Proxy that was closed.
 var ErrClosed = errors.New("netproxy: proxy closed")
@@ -211,6 +226,20 @@ type Proxy struct {
 	refused      int
 	rateLimited  int
 	refusals     bucket
+	// The DNS stub and the transparent listeners (dns.go).
+	reserved map[string]*reservation
+	pools    map[string]*pool // by wildcard suffix
+	forwards []Forward
+	// unforwarded: listed names past MaxForwards, with no reservation.
+	unforwarded []string
+	dnsBucket   bucket
+	dnsStats    DNSSummary
+	dnsSeen     map[string]struct{}
+	// dnsKernelDrops is the last kernel drop count taken into dnsStats;
+	// dnsFinal take the last one at Close, before the sockets go.
+	dnsKernelDrops int64
+	dnsFinal       []func()
+	closers        map[io.Closer]struct{} // DNS sockets and streams, open
 }
 
 type attemptSlot struct {
@@ -311,6 +340,10 @@ func New(c Config) (*Proxy, error) {
 		c.RefusalRate = DefaultRefusalRate
 	}
 	p.refusals = newBucket(c.RefusalBurst, c.RefusalRate)
+	p.reserved, p.pools, p.forwards, p.unforwarded = reserve(allow, pins)
+	p.dnsBucket = newBucket(DefaultDNSBurst, DefaultDNSRate)
+	p.dnsSeen = map[string]struct{}{}
+	p.closers = map[io.Closer]struct{}{}
 	if p.idle == 0 {
 		p.idle = DefaultIdleTimeout
 	}
@@ -400,7 +433,10 @@ func parsePinAddr(v string) (netip.AddrPort, error) {
 // Serve accepts connections on l until l is closed, by Close or by the
 // caller, and then returns nil; it returns another accept error as is. Each
 // connection is handled on its own goroutine, which Close waits for.
-func (p *Proxy) Serve(l net.Listener) error {
+func (p *Proxy) Serve(l net.Listener) error { return p.serve(l, nil) }
+
+// serve is Serve, for the proxy's listener (fw nil) or a transparent one.
+func (p *Proxy) serve(l net.Listener, fw *Forward) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -437,7 +473,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 			}
 		}
 		backoff = 0
-		if !p.admit(c) && !p.shed(l) {
+		if !p.admit(c, fw) && !p.shed(l) {
 			return nil
 		}
 	}
@@ -465,7 +501,7 @@ func temporary(err error) bool {
 // destination is dialled (session.open): the bucket then bounds the
 // sessions that end refused or failed, including those in flight, while
 // allowed connections, however many or long, cost none.
-func (p *Proxy) admit(c net.Conn) bool {
+func (p *Proxy) admit(c net.Conn, fw *Forward) bool {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -478,26 +514,35 @@ func (p *Proxy) admit(c net.Conn) bool {
 		// path a flood takes, so it must stay this cheap.
 		p.rateLimited++
 		p.mu.Unlock()
-		c.SetWriteDeadline(time.Now().Add(time.Second))
-		c.Write(rateLimitedResponse)
+		if fw == nil { // a transparent client speaks its own protocol
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			c.Write(rateLimitedResponse)
+		}
 		c.Close()
 		return false
 	}
 	if p.active >= p.maxConns {
 		reason := fmt.Sprintf("connection cap reached: %d connections already open", p.maxConns)
 		p.refused++
-		p.fileRecord(p.record(), Attempt{Reason: reason})
+		a := Attempt{Reason: reason}
+		if fw != nil {
+			a = Attempt{Kind: KindForward, Host: fw.Name, Port: int(fw.Addr.Port()), Method: "TCP", Reason: reason}
+		}
+		p.fileRecord(p.record(), a)
 		p.mu.Unlock()
-		// A fresh socket's send buffer is empty, so this write cannot block;
-		// the deadline is belt and braces.
-		c.SetWriteDeadline(time.Now().Add(time.Second))
-		c.Write(errorResponse(429, reason))
+		if fw == nil {
+			// A fresh socket's send buffer is empty, so this write cannot
+			// block; the deadline is belt and braces.
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			c.Write(errorResponse(429, reason))
+		}
 		c.Close()
 		return true
 	}
 	p.active++
 	p.conns[c] = struct{}{}
 	s := newSession(p, c)
+	s.fw = fw
 	s.slot = p.record()
 	p.wg.Add(1)
 	p.mu.Unlock()
@@ -614,6 +659,13 @@ func (p *Proxy) finish(s *session, a Attempt) {
 // goroutine and no socket. It is safe to call more than once.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	final := p.dnsFinal
+	p.dnsFinal = nil
+	p.mu.Unlock()
+	for _, f := range final {
+		f()
+	}
+	p.mu.Lock()
 	if !p.closed {
 		p.closed = true
 		p.cancel()
@@ -621,6 +673,9 @@ func (p *Proxy) Close() error {
 			l.Close()
 		}
 		for c := range p.conns {
+			c.Close()
+		}
+		for c := range p.closers {
 			c.Close()
 		}
 	}
@@ -663,7 +718,7 @@ func (p *Proxy) AttemptsDropped() int {
 func (p *Proxy) Summary() Summary {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Summary{Attempts: p.accepted, Dropped: p.dropped, Refused: p.refused, RateLimited: p.rateLimited}
+	s := Summary{Attempts: p.accepted, Dropped: p.dropped, Refused: p.refused, RateLimited: p.rateLimited, DNS: p.dnsStats}
 	for _, a := range p.attempts {
 		if a.done {
 			s.Recorded++

@@ -33,6 +33,7 @@ type session struct {
 	nDown  atomic.Int64
 	slot   int
 	rec    Attempt
+	fw     *Forward // a transparent connection to fw's name and port
 	// refunded: a destination was dialled and the session's refusal
 	// token went back (Proxy.admit).
 	refunded bool
@@ -53,6 +54,10 @@ func newSession(p *Proxy, c net.Conn) *session {
 
 func (s *session) run() {
 	defer s.end()
+	if s.fw != nil {
+		s.forwardTCP()
+		return
+	}
 	hl := &headerLimit{r: s.cm, n: MaxHeaderBytes}
 	br := bufio.NewReaderSize(hl, 4096)
 	first, err := br.Peek(1)

@@ -107,6 +107,7 @@ func (in *initProc) run() int {
 		{"chdir workdir", func() error { return unix.Chdir(in.spec.Workdir) }},
 		{"sethostname", func() error { return setHostname(in.spec.Hostname) }},
 		{"lo up", func() error { return <-loUp }},
+		{"dns stub and forward listeners", in.handOverEgress},
 		{"proxy listener", in.handOverProxyListener},
 		{"user.max_user_namespaces=0", forbidNestedUserNS},
 	}

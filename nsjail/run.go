@@ -537,6 +537,10 @@ func (s *supervisor) attachInit(pid int) {
 func (s *supervisor) serveProxy(sock *os.File) {
 	// EOF (the init gone) ends a pending recvmsg: the init holds the
 	// only other end.
+	if !s.serveEgress(sock) {
+		sock.Close()
+		return
+	}
 	l, err := recvListener(sock)
 	sock.Close()
 	if err != nil {
@@ -547,8 +551,9 @@ func (s *supervisor) serveProxy(sock *os.File) {
 }
 
 // withProxyEnv points HTTP clients at the proxy, unless the profile or a
-// flag already set a variable; local addresses stay direct.
-func withProxyEnv(env []string) []string {
+// flag already set a variable; noProxy (the sandbox's own addresses) stays
+// direct.
+func withProxyEnv(env []string, noProxy string) []string {
 	set := map[string]bool{}
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -556,8 +561,8 @@ func withProxyEnv(env []string) []string {
 	}
 	url := "http://" + ProxyAddr
 	for _, kv := range [][2]string{
-		{"HTTP_PROXY", url}, {"HTTPS_PROXY", url}, {"ALL_PROXY", url}, {"NO_PROXY", "localhost,127.0.0.1,::1"},
-		{"http_proxy", url}, {"https_proxy", url}, {"all_proxy", url}, {"no_proxy", "localhost,127.0.0.1,::1"},
+		{"HTTP_PROXY", url}, {"HTTPS_PROXY", url}, {"ALL_PROXY", url}, {"NO_PROXY", noProxy},
+		{"http_proxy", url}, {"https_proxy", url}, {"all_proxy", url}, {"no_proxy", noProxy},
 	} {
 		if !set[kv[0]] {
 			env = append(env, kv[0]+"="+kv[1])

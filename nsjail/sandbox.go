@@ -274,7 +274,8 @@ func (s *supervisor) start(ctx context.Context) error {
 	if job.Proxy != nil {
 		s.onTeardown(func() { job.Proxy.Close() })
 		job.Spec.Proxy = true
-		job.Spec.Env = withProxyEnv(job.Spec.Env)
+		prepareEgress(job)
+		job.Spec.Env = withProxyEnv(job.Spec.Env, noProxyFor(job.Proxy))
 	}
 	if err := s.setupLimits(); err != nil {
 		return err

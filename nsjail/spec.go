@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/rootfs"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
@@ -13,7 +14,7 @@ import (
 // SpecVersion is bumped whenever the Spec's wire form changes; the init
 // refuses a Spec of another version (supervisor and init are the same
 // binary, so this only trips on a replaced binary mid-run).
-const SpecVersion = 2
+const SpecVersion = 3
 
 // Spec is everything the init needs to build one sandbox: plain data,
 // decided and validated on the host, sent to the init as JSON on fd 3.
@@ -44,6 +45,11 @@ type Spec struct {
 	// Proxy asks the init for a listening socket on ProxyAddr, handed to
 	// the supervisor (Job.Proxy serves it).
 	Proxy bool `json:"proxy,omitempty"`
+	// DNS asks the init, before the proxy's socket, for the DNS stub's
+	// sockets on DNSStubAddr and one listener for each of Forwards
+	// (dns_linux.go), handed to the supervisor the same way.
+	DNS      bool               `json:"dns,omitempty"`
+	Forwards []netproxy.Forward `json:"forwards,omitempty"`
 	// Seccomp names the syscall policy; "none" for none but the init
 	// guard (seccomp.ForRun). The
 	// compiled filter follows on the control pipe (Confine), since

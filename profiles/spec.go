@@ -33,7 +33,12 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 	l := p.Limits
 	fs := p.Filesystem
 	uid := p.Sandbox.UID
+	var ns string
+	if p.Network.Mode == "allow" {
+		ns = nsjail.DNSStubIP
+	}
 	plan, err := rootfs.Plan(rootfs.Options{
+		Nameserver:      ns,
 		Rootfs:          fs.Rootfs,
 		Workspace:       fs.Workspace,
 		WorkspaceSize:   int64(l.WorkspaceSize),

@@ -43,7 +43,7 @@ var DefaultEtcFromRootfs = []string{
 // exist are bound read-only from the rootfs.
 func etcPlan(root string, o Options) []Mount {
 	plan := []Mount{{Kind: KindDir, Dst: "/etc", Mode: 0o755}}
-	plan = append(plan, etcFiles(o.Identity)...)
+	plan = append(plan, etcFiles(o.Identity, o.Nameserver)...)
 	for _, rel := range o.EtcFromRootfs {
 		rel = filepath.Clean(rel)
 		if filepath.IsAbs(rel) || rel == "." || strings.HasPrefix(rel, "..") {
@@ -73,7 +73,7 @@ func within(p, root string) bool {
 
 // etcFiles are the generated files. The sandbox user's home is the
 // workspace; root exists only so that tools that look it up find it.
-func etcFiles(id Identity) []Mount {
+func etcFiles(id Identity, nameserver string) []Mount {
 	user := "sandbox"
 	if id.UID == 0 {
 		user = "root"
@@ -89,15 +89,25 @@ func etcFiles(id Identity) []Mount {
 	}
 	passwd.WriteString("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
 	group.WriteString("nogroup:x:65534:\n")
+	resolv, hostsDB := "", "files"
+	if nameserver != "" {
+		// The stub answers on the sandbox's own loopback, and only for
+		// names the allowlist lists whole: no search line (and the
+		// hostname has no dot), so a name is asked as is and never as
+		// "api.test.corp" first; one attempt and a short timeout, since a
+		// datagram lost on lo is one the stub's rate limit dropped.
+		resolv = "# sbx: the DNS stub answers allowlisted names only (issue 18)\nnameserver " + nameserver + "\noptions ndots:1 attempts:1 timeout:2\n"
+		hostsDB = "files dns"
+	}
 	hosts := fmt.Sprintf("127.0.0.1\tlocalhost %[1]s\n::1\tlocalhost ip6-localhost ip6-loopback %[1]s\n", id.Hostname)
 	return []Mount{
 		{Kind: KindFile, Dst: "/etc/passwd", Data: passwd.String(), Mode: 0o644},
 		{Kind: KindFile, Dst: "/etc/group", Data: group.String(), Mode: 0o644},
 		{Kind: KindFile, Dst: "/etc/hosts", Data: hosts, Mode: 0o644},
 		{Kind: KindFile, Dst: "/etc/hostname", Data: id.Hostname + "\n", Mode: 0o644},
-		// No resolver: the sandbox has no DNS of its own.
-		{Kind: KindFile, Dst: "/etc/resolv.conf", Data: "", Mode: 0o644},
-		{Kind: KindFile, Dst: "/etc/nsswitch.conf", Data: "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n", Mode: 0o644},
+		// No resolver but the stub, and only with the network on.
+		{Kind: KindFile, Dst: "/etc/resolv.conf", Data: resolv, Mode: 0o644},
+		{Kind: KindFile, Dst: "/etc/nsswitch.conf", Data: "passwd: files\ngroup: files\nshadow: files\nhosts: " + hostsDB + "\nnetworks: files\nprotocols: files\nservices: files\n", Mode: 0o644},
 	}
 }
 

@@ -103,6 +103,9 @@ type Options struct {
 	// ROBinds are extra host paths bound read-only: "SRC" at the same
 	// path, or "SRC:DEST" at DEST (SplitBind).
 	ROBinds []string
+	// Nameserver, when set, is the DNS stub's address inside the sandbox
+	// (network allowed): resolv.conf names it and nsswitch asks it.
+	Nameserver string
 	Identity
 }
 

@@ -85,7 +85,7 @@ func TestPlanErrors(t *testing.T) {
 }
 
 func TestEtcFiles(t *testing.T) {
-	files := etcFiles(Identity{UID: 1000, GID: 1000, Hostname: "box", Home: "/workspace"})
+	files := etcFiles(Identity{UID: 1000, GID: 1000, Hostname: "box", Home: "/workspace"}, "")
 	byName := map[string]string{}
 	for _, f := range files {
 		byName[f.Dst] = f.Data

@@ -1,0 +1,52 @@
+package netproxy
+
+import (
+	"net"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// dnsRcvBuf is the stub's UDP receive buffer: what may wait while the
+// stub is over its rate limit. The kernel doubles it and charges each
+// datagram's truesize (about 768 bytes on lo), so it holds some 40
+// queries; past it the kernel drops them (socket(7), SO_RCVBUF).
+const dnsRcvBuf = 16 << 10
+
+// skMeminfoDrops indexes SO_MEMINFO's array (linux/sock_diag.h,
+// SK_MEMINFO_DROPS; SO_MEMINFO since Linux 4.6): the socket's sk_drops,
+// datagrams the kernel dropped for want of buffer space.
+const (
+	skMeminfoDrops = 8
+	skMeminfoVars  = 9
+)
+
+// dropCounter shrinks pc's receive buffer and returns a function that
+// reads how many datagrams the kernel has dropped on it so far, or -1
+// when it cannot tell.
+func dropCounter(pc net.PacketConn) func() int64 {
+	none := func() int64 { return -1 }
+	uc, ok := pc.(*net.UDPConn)
+	if !ok {
+		return none
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return none
+	}
+	rc.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, dnsRcvBuf)
+	})
+	return func() int64 {
+		var mem [skMeminfoVars]uint32
+		n := uint32(unsafe.Sizeof(mem))
+		var errno unix.Errno
+		if err := rc.Control(func(fd uintptr) {
+			_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+				uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&n)), 0)
+		}); err != nil || errno != 0 || n < (skMeminfoDrops+1)*4 {
+			return -1
+		}
+		return int64(mem[skMeminfoDrops])
+	}
+}
