@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"net"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -49,4 +50,33 @@ func dropCounter(pc net.PacketConn) func() int64 {
 		}
 		return int64(mem[skMeminfoDrops])
 	}
+}
+
+// queuedReader returns a function that reads, without blocking, what
+// waits in f's socket, through a dup of its descriptor: the reader
+// goroutine holds f's read lock while it waits, and the SYNs sent just
+// before the payload ended must still be read at Close. The function
+// returns 0 once nothing waits, and closes the dup when asked to.
+func queuedReader(f *os.File) (read func(b []byte) int, done func()) {
+	none := func([]byte) int { return 0 }
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return none, func() {}
+	}
+	dup := -1
+	rc.Control(func(fd uintptr) {
+		dup, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	})
+	if dup < 0 {
+		return none, func() {}
+	}
+	return func(b []byte) int {
+			n, _, err := unix.Recvfrom(dup, b, unix.MSG_DONTWAIT)
+			if err != nil || n <= 0 {
+				return 0
+			}
+			return n
+		}, func() {
+			unix.Close(dup)
+		}
 }
