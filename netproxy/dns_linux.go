@@ -52,23 +52,24 @@ func dropCounter(pc net.PacketConn) func() int64 {
 	}
 }
 
-// queuedReader returns a function that reads, without blocking, what
-// waits in f's socket, through a dup of its descriptor: the reader
-// goroutine holds f's read lock while it waits, and the SYNs sent just
-// before the payload ended must still be read at Close. The function
-// returns 0 once nothing waits, and closes the dup when asked to.
-func queuedReader(f *os.File) (read func(b []byte) int, done func()) {
-	none := func([]byte) int { return 0 }
+// queuedReader returns functions on a dup of f's descriptor (the reader
+// goroutine holds f's read lock while it waits): read takes, without
+// blocking, one packet that waits in f's socket, or returns 0, so that the
+// SYNs sent just before the payload ended are still read at Close; drops
+// is how many packets the kernel dropped for want of buffer space since
+// the last call (PACKET_STATISTICS resets them, packet(7)); done closes
+// the dup.
+func queuedReader(f *os.File) (read func(b []byte) int, drops func() int, done func()) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return none, func() {}
+		return func([]byte) int { return 0 }, func() int { return 0 }, func() {}
 	}
 	dup := -1
 	rc.Control(func(fd uintptr) {
 		dup, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
 	})
 	if dup < 0 {
-		return none, func() {}
+		return func([]byte) int { return 0 }, func() int { return 0 }, func() {}
 	}
 	return func(b []byte) int {
 			n, _, err := unix.Recvfrom(dup, b, unix.MSG_DONTWAIT)
@@ -76,6 +77,12 @@ func queuedReader(f *os.File) (read func(b []byte) int, done func()) {
 				return 0
 			}
 			return n
+		}, func() int {
+			st, err := unix.GetsockoptTpacketStats(dup, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+			if err != nil {
+				return 0
+			}
+			return int(st.Drops)
 		}, func() {
 			unix.Close(dup)
 		}

@@ -56,10 +56,20 @@ func (s *session) forwardTCP() {
 // learns of it (issue 18). SYNs to a listener are left to ServeForward.
 //
 // Records draw on the refusal bucket; past it the loop does not read and
-// the socket's small receive buffer lets the kernel drop the flood. At
-// Close, what is still queued is read before the socket goes.
+// the socket's small receive buffer lets the kernel drop the flood; the
+// kernel's drop count is taken into the summary as rate-limited attempts
+// after each wait and at Close, when what is still queued is read before
+// the socket goes.
 func (p *Proxy) ServeRefusedSYNs(f *os.File) error {
-	queued, done := queuedReader(f)
+	queued, drops, done := queuedReader(f)
+	dropped := func() {
+		if n := drops(); n > 0 {
+			p.mu.Lock()
+			p.accepted += n
+			p.rateLimited += n
+			p.mu.Unlock()
+		}
+	}
 	if !p.addCloser(f) {
 		done()
 		return ErrClosed
@@ -77,21 +87,27 @@ func (p *Proxy) ServeRefusedSYNs(f *os.File) error {
 				p.refusedSYN(dst)
 			}
 		}
+		dropped()
 	})
 	p.mu.Unlock()
 	defer p.dropCloser(f)
 	buf := make([]byte, synSnap)
 	for {
+		slept := false
 		for {
 			wait := p.untilToken()
 			if wait <= 0 {
 				break
 			}
+			slept = true
 			select {
 			case <-time.After(min(wait, shedInterval)):
 			case <-p.ctx.Done():
 				return nil
 			}
+		}
+		if slept {
+			dropped()
 		}
 		n, err := f.Read(buf)
 		if err != nil {
