@@ -76,12 +76,11 @@ func (p *Proxy) ServeRefusedSYNs(f *os.File) error {
 	}
 	p.mu.Lock()
 	p.dnsFinal = append(p.dnsFinal, func() {
-		defer done()
 		b := make([]byte, synSnap)
 		for range maxQueuedSYNs {
 			n := queued(b)
 			if n == 0 {
-				return
+				break
 			}
 			if dst, ok := synDest(b[:n]); ok {
 				p.refusedSYN(dst)
@@ -91,6 +90,7 @@ func (p *Proxy) ServeRefusedSYNs(f *os.File) error {
 	})
 	p.mu.Unlock()
 	defer p.dropCloser(f)
+	defer done() // after f is closed, so that the dup's close is the last
 	buf := make([]byte, synSnap)
 	for {
 		slept := false

@@ -143,10 +143,13 @@ func openSYNWatch() (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("assemble the SYN filter: %w", err)
 	}
-	proto := int(htons(unix.ETH_P_IP))
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto)
+	// Protocol 0: the socket receives nothing until the bind below names
+	// ETH_P_IP (packet(7)), and the bind then registers its hook once,
+	// where a socket made with ETH_P_IP would unregister it first and wait
+	// for an RCU grace period (synchronize_net, net/packet/af_packet.c).
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("socket(AF_PACKET, SOCK_DGRAM, ETH_P_IP): %w", err)
+		return -1, fmt.Errorf("socket(AF_PACKET, SOCK_DGRAM, 0): %w", err)
 	}
 	fail := func(what string, err error) (int, error) {
 		unix.Close(fd)
