@@ -2,6 +2,8 @@ package netproxy
 
 import (
 	"net"
+	"os"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -49,4 +51,56 @@ func dropCounter(pc net.PacketConn) func() int64 {
 		}
 		return int64(mem[skMeminfoDrops])
 	}
+}
+
+// queuedReader returns functions on a dup of f's descriptor (the reader
+// goroutine holds f's read lock while it waits): read takes, without
+// blocking, one packet that waits in f's socket, or returns 0, so that the
+// SYNs sent just before the payload ended are still read at Close; drops
+// is how many packets the kernel dropped for want of buffer space since
+// the last call (PACKET_STATISTICS resets them, packet(7)); done closes
+// the dup, once, after which read and drops do nothing.
+//
+// done closes it on a goroutine of its own, not waited for: called after
+// f is closed, the dup is the socket's last reference, and the last close
+// of a packet socket waits for an RCU grace period (synchronize_net in
+// packet_release, net/packet/af_packet.c), some 10 ms.
+func queuedReader(f *os.File) (read func(b []byte) int, drops func() int, done func()) {
+	var mu sync.Mutex
+	dup := -1
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			dup, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+		})
+	}
+	return func(b []byte) int {
+			mu.Lock()
+			defer mu.Unlock()
+			if dup < 0 {
+				return 0
+			}
+			n, _, err := unix.Recvfrom(dup, b, unix.MSG_DONTWAIT)
+			if err != nil || n <= 0 {
+				return 0
+			}
+			return n
+		}, func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			if dup < 0 {
+				return 0
+			}
+			st, err := unix.GetsockoptTpacketStats(dup, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+			if err != nil {
+				return 0
+			}
+			return int(st.Drops)
+		}, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if dup >= 0 {
+				go unix.Close(dup)
+				dup = -1
+			}
+		}
 }

@@ -15,9 +15,10 @@ import (
 // set, CAP_SYS_RESOURCE to set the sandbox's user.max_user_namespaces to
 // 0 and its other /proc/sys/user quotas (userNSQuotas),
 // CAP_NET_BIND_SERVICE to bind the DNS stub's port 53 and the transparent
-// listeners' ports 80 and 443 (dns_linux.go). All are scoped to the
+// listeners' ports 80 and 443, CAP_NET_RAW for the SYN watch's AF_PACKET
+// socket on lo (dns_linux.go, openSYNWatch). All are scoped to the
 // sandbox's own user namespace, and dropped before the payload runs.
-var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_BIND_SERVICE}
+var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW}
 
 // The steps below change per-thread credentials. They run on the init's
 // locked OS thread, and the payload is forked from that same thread, so it

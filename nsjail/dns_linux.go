@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/netproxy"
@@ -23,6 +24,7 @@ type EgressServer interface {
 	ServeDNS(pc net.PacketConn) error
 	ServeDNSTCP(l net.Listener) error
 	ServeForward(l net.Listener, fw netproxy.Forward) error
+	ServeRefusedSYNs(f *os.File) error
 	Forwards() []netproxy.Forward
 	NoProxy() string
 }
@@ -81,6 +83,12 @@ func (in *initProc) handOverEgress() error {
 		}
 		fds = append(fds, fd)
 	}
+	if len(in.spec.Forwards) > 0 {
+		if fd, err = openSYNWatch(); err != nil {
+			return err
+		}
+		fds = append(fds, fd)
+	}
 	for len(fds) > 0 {
 		n := min(len(fds), maxFDsPerMsg)
 		if err := unix.Sendmsg(proxyFD, []byte{'E'}, unix.UnixRights(fds[:n]...), nil, 0); err != nil {
@@ -91,6 +99,81 @@ func (in *initProc) handOverEgress() error {
 	}
 	return nil
 }
+
+// synWatchRcvBuf is the SYN watch's receive buffer: what may wait while
+// the supervisor is over its refusal rate; past it the kernel drops the
+// flood (socket(7), SO_RCVBUF; the kernel doubles it).
+const synWatchRcvBuf = 8 << 10
+
+// synWatchFilter accepts IPv4 TCP segments with SYN set and ACK clear, not
+// fragments, to 127.1.0.0/16 (the forwards' reserved addresses), as
+// received (PACKET_HOST: lo shows each frame also as PACKET_OUTGOING, and
+// one copy is wanted), cut to 128 bytes: enough for the largest IP header
+// (60) and the TCP ports. Offsets are from the IP header (SOCK_DGRAM with
+// ETH_P_IP, packet(7)).
+var synWatchFilter = []bpf.Instruction{
+	/* 0 */ bpf.LoadExtension{Num: bpf.ExtType},
+	/* 1 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.PACKET_HOST, SkipTrue: 11},
+	/* 2 */ bpf.LoadAbsolute{Off: 9, Size: 1},
+	/* 3 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_TCP, SkipTrue: 9},
+	/* 4 */ bpf.LoadAbsolute{Off: 6, Size: 2},
+	/* 5 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: 7}, // a fragment's offset
+	/* 6 */ bpf.LoadAbsolute{Off: 16, Size: 2},
+	/* 7 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x7f01, SkipTrue: 5}, // 127.1.x.x
+	/* 8 */ bpf.LoadMemShift{Off: 0}, // X = the IP header's length
+	/* 9 */ bpf.LoadIndirect{Off: 13, Size: 1}, // TCP flags
+	/* 10 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x12}, // SYN|ACK
+	/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x02, SkipFalse: 1},
+	/* 12 */ bpf.RetConstant{Val: 128},
+	/* 13 */ bpf.RetConstant{Val: 0}, // every rejecting jump lands here
+}
+
+// loopbackIfindex is lo's index in every network namespace
+// (LOOPBACK_IFINDEX, include/net/flow.h, since Linux 3.x).
+const loopbackIfindex = 1
+
+// openSYNWatch opens an AF_PACKET socket on lo that sees the SYNs sent to
+// the reserved addresses, so that the supervisor can record a connection
+// to a port that has no listener, which the sandbox's kernel refuses with
+// an RST without telling anyone (issue 18: "refused and recorded"). It
+// needs CAP_NET_RAW in the network namespace's user namespace, which the
+// init holds until its capabilities are dropped.
+func openSYNWatch() (int, error) {
+	raw, err := bpf.Assemble(synWatchFilter)
+	if err != nil {
+		return -1, fmt.Errorf("assemble the SYN filter: %w", err)
+	}
+	// Protocol 0: the socket receives nothing until the bind below names
+	// ETH_P_IP (packet(7)), and the bind then registers its hook once,
+	// where a socket made with ETH_P_IP would unregister it first and wait
+	// for an RCU grace period (synchronize_net, net/packet/af_packet.c).
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("socket(AF_PACKET, SOCK_DGRAM, 0): %w", err)
+	}
+	fail := func(what string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: %w", what, err)
+	}
+	// The filter before the bind, so that nothing unfiltered queues.
+	filter := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
+		return fail("setsockopt SO_ATTACH_FILTER (SYN watch)", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, synWatchRcvBuf); err != nil {
+		return fail(fmt.Sprintf("setsockopt SO_RCVBUF %d (SYN watch)", synWatchRcvBuf), err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: loopbackIfindex}); err != nil {
+		return fail(fmt.Sprintf("bind AF_PACKET lo (ifindex %d)", loopbackIfindex), err)
+	}
+	return fd, nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // bindInet makes a socket of type typ bound to addr:port, listening when
 // it is a stream socket.
@@ -126,6 +209,9 @@ func (s *supervisor) serveEgress(sock *os.File) bool {
 	}
 	es := s.job.Proxy.(EgressServer)
 	want := 2 + len(s.job.Spec.Forwards)
+	if len(s.job.Spec.Forwards) > 0 {
+		want++ // openSYNWatch's socket, last
+	}
 	var files []*os.File
 	for len(files) < want {
 		fds, err := recvFDs(sock, min(want-len(files), maxFDsPerMsg))
@@ -149,7 +235,21 @@ func (s *supervisor) serveEgress(sock *os.File) bool {
 		return false
 	}
 	go es.ServeDNS(pc)
-	for i, f := range files[1:] {
+	listeners := files[1 : 2+len(s.job.Spec.Forwards)]
+	if len(s.job.Spec.Forwards) > 0 {
+		// A non-blocking dup, so that os.NewFile puts it on the poller
+		// and Close wakes the reader (os.NewFile, "kindNonBlock").
+		fd, err := unix.FcntlInt(files[len(files)-1].Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+		if err := unix.SetNonblock(fd, true); err != nil {
+			unix.Close(fd)
+			return false
+		}
+		go es.ServeRefusedSYNs(os.NewFile(uintptr(fd), "syn watch"))
+	}
+	for i, f := range listeners {
 		l, err := net.FileListener(f)
 		if err != nil {
 			return false

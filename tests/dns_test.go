@@ -68,19 +68,23 @@ func TestEgressWithoutProxyVariables(t *testing.T) {
 					if g := got["port81"]; !strings.Contains(g.Error, "ConnectionRefused") {
 						t.Errorf("port 81: %q, want connection refused", g.Error)
 					}
-					var forwarded, nx int
+					var forwarded, nx, port81 int
 					for _, a := range res.Network {
 						switch {
 						case a.Kind == netproxy.KindForward && a.Allowed && a.Host == name && a.BytesDown > 0:
 							forwarded++
 						case a.Kind == netproxy.KindDNS && a.Host == "not-listed.test" && !a.Allowed:
 							nx++
+						// The sandbox's kernel refused it; the SYN watch recorded it.
+						case a.Kind == netproxy.KindForward && !a.Allowed && a.Host == name && a.Port == 81 &&
+							strings.Contains(a.Reason, "port 81 is not allowed for "+name):
+							port81++
 						default:
 							t.Errorf("unexpected record %+v", a)
 						}
 					}
-					if forwarded != 3 || nx != 1 {
-						t.Errorf("%d forward records (want 3), %d dns records (want 1): %+v", forwarded, nx, res.Network)
+					if forwarded != 3 || nx != 1 || port81 != 1 {
+						t.Errorf("%d forward records (want 3), %d dns records (want 1), %d port 81 refusals (want 1): %+v", forwarded, nx, port81, res.Network)
 					}
 				})
 			}
