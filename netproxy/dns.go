@@ -277,18 +277,9 @@ func (p *Proxy) ServeDNS(pc net.PacketConn) error {
 	buf := make([]byte, maxDNSMessage+1)
 	out := make([]byte, 0, maxDNSMessage)
 	for {
-		slept := false
-		for {
-			wait := p.dnsUntilToken()
-			if wait <= 0 {
-				break
-			}
-			slept = true
-			select {
-			case <-time.After(min(wait, shedInterval)):
-			case <-p.ctx.Done():
-				return nil
-			}
+		slept, live := p.waitToken(p.dnsUntilToken)
+		if !live {
+			return nil
 		}
 		if slept {
 			p.dnsDrops(drops())
@@ -317,6 +308,25 @@ func (p *Proxy) ServeDNS(pc net.PacketConn) error {
 }
 
 // dnsUntilToken is how long until the query bucket holds a token.
+// waitToken sleeps, in steps of at most shedInterval, until untilToken
+// says a token is there: meanwhile nothing is read, and the kernel drops
+// what the socket's small buffer cannot hold. slept says it had to wait;
+// live is false once the proxy is closing.
+func (p *Proxy) waitToken(untilToken func() time.Duration) (slept, live bool) {
+	for {
+		wait := untilToken()
+		if wait <= 0 {
+			return slept, true
+		}
+		slept = true
+		select {
+		case <-time.After(min(wait, shedInterval)):
+		case <-p.ctx.Done():
+			return slept, false
+		}
+	}
+}
+
 func (p *Proxy) dnsUntilToken() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()

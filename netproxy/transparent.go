@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"time"
 )
 
 // ServeForward accepts connections on l, the sandbox's listener on fw's
@@ -93,18 +92,9 @@ func (p *Proxy) ServeRefusedSYNs(f *os.File) error {
 	defer done() // after f is closed, so that the dup's close is the last
 	buf := make([]byte, synSnap)
 	for {
-		slept := false
-		for {
-			wait := p.untilToken()
-			if wait <= 0 {
-				break
-			}
-			slept = true
-			select {
-			case <-time.After(min(wait, shedInterval)):
-			case <-p.ctx.Done():
-				return nil
-			}
+		slept, live := p.waitToken(p.untilToken)
+		if !live {
+			return nil
 		}
 		if slept {
 			dropped()
