@@ -22,7 +22,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 DOCDIR  ?= build/docs
 
-.PHONY: all sbx deps test unit integration vet bench vmtest clean docs install
+.PHONY: all sbx deps test unit integration race-integration vet bench vmtest clean docs install
 
 all: sbx
 
@@ -80,6 +80,20 @@ bench: sbx
 VMTEST  ?= $(firstword $(wildcard $(CURDIR)/../shared/vmtest/run-in-vm.sh /work/shared/vmtest/run-in-vm.sh))
 VMDIR   ?= /var/tmp/sbx-vmtest
 VMTESTS ?= TestHello|TestIsolation|TestMemoryLimit|TestForkBombContained|TestCPUTimeLimit|TestCPUTimeIsTotal|TestCPUTimeCountsShortLived|TestCPUTimeCountsThreadForks|TestCPUTimeCountsUnwaitedChildren|TestPidsRlimitPerSandbox|TestWallTimeout|TestCPUQuota|TestDoctorTellsTheTruth|TestRequireCgroup|TestLayersAndDegradedWarning|TestZZNothingLeftBehind
+# race-integration: a race-built sbx (supervisor and init alike) through
+# the integration tests that drive its goroutines hardest: the timeline
+# (--debug-timings), the proxy and the DNS stub, signals, the wall timer,
+# the report, the CPU poll, the denial server. GORACE halts sbx at the first
+# race, which fails the test. Dynamic: -race does not link statically.
+RACEDIR   ?= /var/tmp/sbx-race
+RACETESTS ?= TestHello|TestDebugTimingsShowEveryStep|TestNetworkCapsAndAbuse|TestEgressWithoutProxyVariables|TestWallTimeout|TestSignalsForwarded|TestOutputHardlinks|TestCPUTimeIsTotal|TestDenialFloodDoesNotHang
+race-integration: deps
+	@echo "make: race-integration: a -race build of sbx through $(RACETESTS)"
+	rm -rf $(RACEDIR) && mkdir -p $(RACEDIR) && chmod 755 $(RACEDIR)
+	$(GO) build -race -trimpath -tags $(TAGS) -o $(RACEDIR)/sbx .
+	SBX_BIN=$(RACEDIR)/sbx GORACE=halt_on_error=1 $(GO) test -tags integration -count=1 -p 1 -timeout 15m -run '^($(RACETESTS))$$' ./tests/
+	rm -rf $(RACEDIR)
+
 vmtest: deps
 	@test -n "$(VMTEST)" || { echo "make vmtest: run-in-vm.sh not found; set VMTEST=/path/to/run-in-vm.sh" >&2; exit 1; }
 	rm -rf $(VMDIR) && mkdir -p $(VMDIR) && chmod 755 $(VMDIR)
