@@ -14,8 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbx-sandbox/sbx/netproxy"
-	"github.com/sbx-sandbox/sbx/nsjail"
+	"github.com/sbx-sandbox/sbx/nsjail/spec"
 )
 
 // Entry is one line of the log. Output is included only when asked.
@@ -32,26 +31,26 @@ type Entry struct {
 	ProfileSHA256 string    `json:"profile_sha256"`
 	// CodeSHA256 hashes what was run: the script's bytes, the -c code,
 	// or the command line of `-- CMD ARGS`.
-	CodeSHA256 string              `json:"code_sha256"`
-	Argv       []string            `json:"argv"`
-	Inputs     []nsjail.InputEntry `json:"inputs"`
-	Limits     any                 `json:"limits,omitempty"`
-	Usage      nsjail.Usage        `json:"usage"`
-	Status     nsjail.Status       `json:"status"`
-	ExitCode   int                 `json:"exit_code"`
-	Signal     *string             `json:"signal"`
-	Message    string              `json:"message"`
-	Files      []nsjail.FileEntry  `json:"files"`
-	Network    []netproxy.Attempt  `json:"network"`
-	Denials    []nsjail.Denial     `json:"seccomp_denials"`
-	Stdout     *string             `json:"stdout,omitempty"`
-	Stderr     *string             `json:"stderr,omitempty"`
-	Output     OutputCounts        `json:"output"`
+	CodeSHA256 string            `json:"code_sha256"`
+	Argv       []string          `json:"argv"`
+	Inputs     []spec.InputEntry `json:"inputs"`
+	Limits     any               `json:"limits,omitempty"`
+	Usage      spec.Usage        `json:"usage"`
+	Status     spec.Status       `json:"status"`
+	ExitCode   int               `json:"exit_code"`
+	Signal     *string           `json:"signal"`
+	Message    string            `json:"message"`
+	Files      []spec.FileEntry  `json:"files"`
+	Network    []spec.Attempt    `json:"network"`
+	Denials    []spec.Denial     `json:"seccomp_denials"`
+	Stdout     *string           `json:"stdout,omitempty"`
+	Stderr     *string           `json:"stderr,omitempty"`
+	Output     OutputCounts      `json:"output"`
 
 	// NetworkTruncated and NetworkSummary are the Result's: whether
 	// network lists every attempt, and the counts of all of them.
-	NetworkTruncated bool              `json:"network_truncated"`
-	NetworkSummary   *netproxy.Summary `json:"network_summary"`
+	NetworkTruncated bool          `json:"network_truncated"`
+	NetworkSummary   *spec.Summary `json:"network_summary"`
 }
 
 // OutputCounts says how much the payload printed, even when the output
@@ -131,7 +130,7 @@ func (l *Log) Close() error { return l.f.Close() }
 
 // FromResult fills an entry from a run's Result; withOutput adds stdout
 // and stderr.
-func FromResult(res *nsjail.Result, withOutput bool) *Entry {
+func FromResult(res *spec.Result, withOutput bool) *Entry {
 	e := &Entry{
 		ID: res.ID, Version: res.Version, Commit: res.Commit, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, InvokingUID: os.Getuid(),
 		Profile: res.Profile, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
@@ -140,10 +139,10 @@ func FromResult(res *nsjail.Result, withOutput bool) *Entry {
 		NetworkTruncated: res.NetworkTruncated, NetworkSummary: res.NetworkSummary,
 	}
 	if e.Inputs == nil {
-		e.Inputs = []nsjail.InputEntry{}
+		e.Inputs = []spec.InputEntry{}
 	}
 	if e.Files == nil {
-		e.Files = []nsjail.FileEntry{}
+		e.Files = []spec.FileEntry{}
 	}
 	if withOutput {
 		e.Stdout, e.Stderr = &res.Stdout, &res.Stderr

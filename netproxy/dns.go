@@ -53,16 +53,6 @@ var DefaultForwardPorts = []int{80, 443}
 // 127.0.0.1 (the sandbox's own services and the proxy) and 127.0.0.53.
 var forwardBase = netip.AddrFrom4([4]byte{127, 1, 0, 1})
 
-// Forward is one transparent listener: Name's reserved address and one of
-// its allowed ports. For a wildcard's address Name is "" and Pattern the
-// wildcard: the address goes to the first name under it that the stub is
-// asked for (Proxy.wildName).
-type Forward struct {
-	Name    string         `json:"name,omitempty"`
-	Pattern string         `json:"pattern,omitempty"`
-	Addr    netip.AddrPort `json:"addr"`
-}
-
 // WildcardAddrs is how many names under one wildcard pattern get an
 // address of their own in a run (issue 18, point 3): the stub hands them
 // out in the order names are asked for; past them a name under the
@@ -439,14 +429,6 @@ func (p *Proxy) serveDNSStream(c net.Conn) {
 			return
 		}
 	}
-}
-
-// DNSSummary counts the stub's queries over the run.
-type DNSSummary struct {
-	Queries     int `json:"queries"`      // every query read, answered or not
-	Refused     int `json:"refused"`      // NXDOMAIN for a name not on the list
-	Malformed   int `json:"malformed"`    // oversized or unparsable, or not a plain query
-	RateLimited int `json:"rate_limited"` // dropped unanswered past the rate limit, or TCP connections over the cap
 }
 
 // dnsToken counts a query and takes a token for it, or counts it as rate

@@ -68,7 +68,7 @@ func (s *supervisor) classify(exit *StatusMsg, st *cgroup.Stats) {
 		}
 	case exit != nil:
 		ws := unix.WaitStatus(exit.WaitStatus)
-		res.classifyWait(ws)
+		classifyWait(res, ws)
 		if exit.FilterKilled && ws.Signaled() && ws.Signal() == unix.SIGKILL {
 			res.Status = StatusSeccomp
 			res.Message = "killed for the seccomp filter: a system call through another ABI (32-bit int 0x80 or x32), which the filter never allows"

@@ -534,7 +534,7 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 func (in *initProc) reportFiles() {
 	files := os.NewFile(filesFD, "files")
 	defer files.Close()
-	if err := newCollector(files, in.spec.Outputs.withInputs(in.inputBytes), in.inputs).collect(in.spec.Workdir); err != nil {
+	if err := newCollector(files, withInputs(in.spec.Outputs, in.inputBytes), in.inputs).collect(in.spec.Workdir); err != nil {
 		in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("workspace report: %v", err)})
 	}
 }

@@ -466,7 +466,7 @@ func (s *supervisor) result(err error) *Result {
 		res.Stdout, res.StdoutTruncated, res.StdoutBytes = s.stdout.String(), s.stdout.Truncated(), s.stdout.Total()
 		res.Stderr, res.StderrTruncated, res.StderrBytes = s.stderr.String(), s.stderr.Truncated(), s.stderr.Total()
 	}
-	res.fillEmpty()
+	res.FillEmpty()
 	s.warnMu.Lock()
 	res.Warnings = s.warnings
 	s.warnMu.Unlock()

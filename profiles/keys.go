@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/internal/units"
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
 // kind is how a key's value is written and checked.
@@ -50,7 +51,7 @@ var Layers = []string{"cgroup", "seccomp", "landlock", "netns", "userns"}
 var (
 	outputPolicies  = []string{"truncate", "kill"}
 	networkModes    = []string{"none", "allow"}
-	seccompPolicies = []string{"allowlist", "denylist", "none"}
+	seccompPolicies = policyname.All()
 	landlockModes   = []string{"on", "off"}
 )
 
