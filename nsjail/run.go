@@ -332,7 +332,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			}
 			m := ev.msg
 			s.tl.add(m.Marks)
-			s.tl.mark("sbx: got " + m.Kind)
+			s.tl.mark("sbx: got " + string(m.Kind))
 			switch m.Kind {
 			case kindError:
 				stepErr = withHint(m.stepError())
@@ -631,7 +631,7 @@ func (r *readErr) Read(p []byte) (int, error) {
 }
 
 func (s *supervisor) sendControl(c Control) {
-	b, err := encodeLine(c)
+	b, err := encodeCtl(ctlMsg{Kind: ctlControl, Control: &c})
 	if err != nil {
 		return
 	}

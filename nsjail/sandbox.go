@@ -283,7 +283,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.onTeardown(s.destroyCgroup)
 	s.tl.mark("sbx: limits set up")
 	go compileFilter(job.Spec.Seccomp, s.filter)
-	specLine, err := encodeLine(&job.Spec)
+	specLine, err := encodeCtl(ctlMsg{Kind: ctlSpec, Spec: &job.Spec})
 	if err != nil {
 		return fmt.Errorf("encode spec: %w", err)
 	}
@@ -370,7 +370,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	pl.Send, pl.Timings = s.sink != nil, s.tl.on
 	outputs := job.Spec.Outputs
 	outputs.Send = pl.Send
-	payloadLine, err := encodeLine(pl)
+	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})
 	if err != nil {
 		close(s.inputsDone)
 		s.cancel(err)
@@ -507,7 +507,7 @@ func (s *supervisor) writeSetup(specLine []byte) {
 		s.ctlW.Close()
 		return
 	}
-	confine, err := encodeLine(&Confine{Seccomp: c.f, Rlimits: s.lateRlimits})
+	confine, err := encodeCtl(ctlMsg{Kind: ctlConfine, Confine: &Confine{Seccomp: c.f, Rlimits: s.lateRlimits}})
 	if err != nil {
 		s.confineErr = err
 		s.ctlW.Close()
