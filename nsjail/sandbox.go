@@ -449,7 +449,7 @@ func (s *supervisor) conclude() error {
 	if s.runErr != nil {
 		return s.runErr
 	}
-	if s.filesErr != nil && s.exit != nil && s.killedFor == "" {
+	if s.filesErr != nil && s.exit != nil && !s.killed() {
 		s.warnings = append(s.warnings, "workspace report incomplete: "+s.filesErr.Error())
 	}
 	return s.finish(s.exit, s.cmd, s.waitErr)
