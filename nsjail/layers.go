@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
 // fillLayers states every layer of the run. It is called once the run is
@@ -24,7 +26,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	}
 	l["landlock"] = landlockLayer(spec, LandlockABI())
 	switch {
-	case spec.Seccomp == "none":
+	case spec.Seccomp == seccomp.None:
 		l["seccomp"] = Layer{State: LayerOff, Detail: "no syscall policy (seccomp.policy none); only the guard that keeps the payload from its init"}
 	case exit != nil && exit.Filtered && !exit.DenialsKnown:
 		l["seccomp"] = Layer{State: LayerDegraded, Detail: spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}

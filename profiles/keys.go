@@ -49,10 +49,10 @@ var Layers = []string{"cgroup", "seccomp", "landlock", "netns", "userns"}
 
 // The enums, with the safe choice first.
 var (
-	outputPolicies  = []string{"truncate", "kill"}
-	networkModes    = []string{"none", "allow"}
+	outputPolicies  = []string{OutputTruncate, OutputKill}
+	networkModes    = []string{NetworkNone, NetworkAllow}
 	seccompPolicies = policyname.All()
-	landlockModes   = []string{"on", "off"}
+	landlockModes   = []string{LandlockOn, LandlockOff}
 )
 
 // Upper bounds that the kernel sets: pid_max can be at most 2^22

@@ -34,7 +34,7 @@ func (p *Profile) Spec(id string, extraEnv []string) (spec.Spec, error) {
 	fs := p.Filesystem
 	uid := p.Sandbox.UID
 	var ns string
-	if p.Network.Mode == "allow" {
+	if p.Network.Mode == NetworkAllow {
 		ns = spec.DNSStubIP
 	}
 	plan, err := rootfs.Plan(rootfs.Options{
@@ -66,7 +66,7 @@ func (p *Profile) Spec(id string, extraEnv []string) (spec.Spec, error) {
 		Workdir:   fs.Workspace,
 		Env:       env,
 		Seccomp:   p.Seccomp.Policy,
-		Landlock:  p.Landlock.Mode == "on",
+		Landlock:  p.Landlock.Mode == LandlockOn,
 		Rlimits: []spec.Rlimit{
 			// No core dumps. 1, not 0: a core file needs at least a page,
 			// so 1 writes none into the workspace, and when core_pattern
