@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/nsjail/spec"
 )
 
@@ -74,7 +75,7 @@ type Log struct {
 func Open(path string) (*Log, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("--audit-log %s: %w", path, unwrap(err))
+		return nil, fmt.Errorf("--audit-log %s: %w", path, oserr.WithoutPath(err))
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
@@ -82,13 +83,6 @@ func Open(path string) (*Log, error) {
 		return nil, fmt.Errorf("--audit-log %s: not a regular file", path)
 	}
 	return &Log{f: f, path: path}, nil
-}
-
-func unwrap(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
 }
 
 // Write appends e as one line with a single write(2) under an exclusive
@@ -103,10 +97,10 @@ func (l *Log) Write(e *Entry) error {
 	}
 	defer unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
 	if _, err := l.f.Write(line); err != nil {
-		return fmt.Errorf("audit log %s: write: %w", l.path, unwrap(err))
+		return fmt.Errorf("audit log %s: write: %w", l.path, oserr.WithoutPath(err))
 	}
 	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("audit log %s: fsync: %w", l.path, unwrap(err))
+		return fmt.Errorf("audit log %s: fsync: %w", l.path, oserr.WithoutPath(err))
 	}
 	return nil
 }

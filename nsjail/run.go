@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
@@ -710,10 +711,6 @@ func openInputs(files []File) ([]*os.File, error) {
 	return out, nil
 }
 
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
+// unwrapPath is oserr.WithoutPath: the error without the path that the
+// message already names.
+func unwrapPath(err error) error { return oserr.WithoutPath(err) }
