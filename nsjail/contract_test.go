@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -35,6 +36,19 @@ func TestSeccompPolicyNames(t *testing.T) {
 		}
 		if _, err := seccomp.Builtin(n); err != nil {
 			t.Errorf("seccomp.Builtin(%q): %v", n, err)
+		}
+	}
+}
+
+// TestUnenforcedListOrder: the limits a cgroup cannot enforce are named in
+// one order, whatever the map's, so that the warning and the error read
+// the same on every run.
+func TestUnenforcedListOrder(t *testing.T) {
+	m := map[string]error{"pids": errors.New("no pids controller"), "cpus": errors.New("no cpu controller"), "memory": errors.New("no memory controller")}
+	want := "cpus (no cpu controller), memory (no memory controller), pids (no pids controller)"
+	for range 50 {
+		if got := unenforcedList(m); got != want {
+			t.Fatalf("unenforcedList = %q, want %q", got, want)
 		}
 	}
 }

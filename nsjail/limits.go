@@ -2,7 +2,9 @@ package nsjail
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -172,11 +174,7 @@ func (s *supervisor) createCgroup() error {
 	}
 	unenforced := g.Unenforced()
 	if len(unenforced) > 0 && l.RequireCgroup {
-		var names []string
-		for k, e := range unenforced {
-			names = append(names, fmt.Sprintf("%s (%v)", k, e))
-		}
-		return fmt.Errorf("the profile requires a cgroup, but it cannot enforce %s (see sbx doctor)", strings.Join(names, ", "))
+		return fmt.Errorf("the profile requires a cgroup, but it cannot enforce %s (see sbx doctor)", unenforcedList(unenforced))
 	}
 	for kind, mode := range g.Enforced() {
 		by := ByCgroup1
@@ -199,14 +197,21 @@ func (s *supervisor) createCgroup() error {
 		setCPURlimit(&s.lateRlimits, l.CPUTime+time.Second)
 	}
 	if len(unenforced) > 0 {
-		var names []string
-		for k, e := range unenforced {
-			names = append(names, fmt.Sprintf("%s: %v", k, e))
-		}
-		s.warn("cgroup cannot enforce " + strings.Join(names, "; ") + ": falling back to rlimits")
+		s.warn("cgroup cannot enforce " + unenforcedList(unenforced) + ": falling back to rlimits")
 		s.rlimitFallback(unenforced, nil)
 	}
 	return nil
+}
+
+// unenforcedList names the limits a cgroup cannot enforce, each with why,
+// in the order of their names: the same message on every run (a map's
+// order is random).
+func unenforcedList(unenforced map[string]error) string {
+	var names []string
+	for _, k := range slices.Sorted(maps.Keys(unenforced)) {
+		names = append(names, fmt.Sprintf("%s (%v)", k, unenforced[k]))
+	}
+	return strings.Join(names, ", ")
 }
 
 // rlimitFallback enforces with rlimits what no cgroup does. They are per
