@@ -3,6 +3,10 @@
 // and the init it re-executes as pid 1 of the sandbox's namespaces
 // (init_linux.go and the steps it calls).
 //
+// The contract types (Spec, Payload, Result and what they hold) are
+// defined in nsjail/spec, which builds without cgo; the names here are
+// aliases of those (contract.go).
+//
 // # Phases
 //
 // A Sandbox lives through the phases of Phase, in order, once:
