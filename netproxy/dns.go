@@ -96,16 +96,16 @@ func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reserv
 		entries = append(entries, e)
 		return e
 	}
-	for _, r := range a.rules {
-		if r.addr.IsValid() {
+	for _, r := range a.Rules() {
+		if r.Addr.IsValid() {
 			continue
 		}
-		e := find(r.name, r.wild)
-		add := []int{r.port}
-		if r.port == 0 {
+		e := find(r.Name, r.Wild)
+		add := []int{r.Port}
+		if r.Port == 0 {
 			add = slices.Clone(DefaultForwardPorts)
 			for k := range pins {
-				under := k.name == r.name && !r.wild || r.wild && strings.HasSuffix(k.name, "."+r.name)
+				under := k.name == r.Name && !r.Wild || r.Wild && strings.HasSuffix(k.name, "."+r.Name)
 				if under && k.port != 0 {
 					add = append(add, k.port)
 				}
@@ -174,14 +174,14 @@ func (p *Proxy) wildAddr(name string) (netip.Addr, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var full string
-	for i := range p.allow.rules {
-		r := &p.allow.rules[i]
-		if !r.wild || !strings.HasSuffix(name, "."+r.name) {
+	for i := range p.allow.Rules() {
+		r := &p.allow.Rules()[i]
+		if !r.Wild || !strings.HasSuffix(name, "."+r.Name) {
 			continue
 		}
-		pl := p.pools[r.name]
+		pl := p.pools[r.Name]
 		if pl == nil {
-			full = fmt.Sprintf("%s has no addresses (the run keeps at most %d transparent listeners): NXDOMAIN", r.pattern, MaxForwards)
+			full = fmt.Sprintf("%s has no addresses (the run keeps at most %d transparent listeners): NXDOMAIN", r.Pattern, MaxForwards)
 			continue
 		}
 		free := -1
@@ -197,7 +197,7 @@ func (p *Proxy) wildAddr(name string) (netip.Addr, string) {
 			pl.names[free] = name
 			return pl.addrs[free], ""
 		}
-		full = fmt.Sprintf("%s: its %d addresses went to other names: NXDOMAIN", r.pattern, WildcardAddrs)
+		full = fmt.Sprintf("%s: its %d addresses went to other names: NXDOMAIN", r.Pattern, WildcardAddrs)
 	}
 	return netip.Addr{}, full
 }
@@ -234,8 +234,8 @@ func (p *Proxy) NoProxy() string {
 	for _, s := range []string{"127.0.0.1", "::1"} {
 		ip := netip.MustParseAddr(s)
 		listed := false
-		for _, r := range p.allow.rules {
-			if r.addr == ip {
+		for _, r := range p.allow.Rules() {
+			if r.Addr == ip {
 				listed = true
 			}
 		}

@@ -695,7 +695,7 @@ func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int
 		return &refusal{status: 403, reason: fmt.Sprintf(format, args...)}
 	}
 	if ip.IsValid() {
-		if p.allow.matchAddr(ip, port) != nil {
+		if p.allow.MatchAddr(ip, port) != nil {
 			return []netip.AddrPort{netip.AddrPortFrom(ip, uint16(port))}, nil
 		}
 		if why := classify(ip); why != "" {
@@ -703,7 +703,7 @@ func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int
 		}
 		return nil, deny("%s is not on the allowlist", hp)
 	}
-	r := p.allow.matchName(host, port)
+	r := p.allow.MatchName(host, port)
 	if r == nil {
 		return nil, deny("%s is not on the allowlist", hp)
 	}
@@ -720,8 +720,8 @@ func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int
 			// A pin is the user's own statement about where a name lives,
 			// so it may point at a special address, but only for a name
 			// listed exactly: a wildcard is too wide to vouch for it.
-			if why := classify(a.Addr()); why != "" && r.wild && p.allow.matchAddr(a.Addr(), int(a.Port())) == nil {
-				return nil, deny("%s is pinned to %s, %s; only an exact allowlist entry (not %s) may reach it", hp, a.Addr(), why, r.pattern)
+			if why := classify(a.Addr()); why != "" && r.Wild && p.allow.MatchAddr(a.Addr(), int(a.Port())) == nil {
+				return nil, deny("%s is pinned to %s, %s; only an exact allowlist entry (not %s) may reach it", hp, a.Addr(), why, r.Pattern)
 			}
 			out = append(out, a)
 		}
@@ -742,7 +742,7 @@ func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int
 		// One special answer refuses the whole name: a name that mixes
 		// public and internal addresses is a rebinding setup, not a
 		// service to pick the good half of.
-		if why := classify(a); why != "" && p.allow.matchAddr(a, port) == nil {
+		if why := classify(a); why != "" && p.allow.MatchAddr(a, port) == nil {
 			return nil, deny("%s resolves to %s, %s, which the allowlist does not name", host, a, why)
 		}
 		ap := netip.AddrPortFrom(a, uint16(port))

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sbx-sandbox/sbx/netproxy"
+	"github.com/sbx-sandbox/sbx/netproxy/allowlist"
 	"github.com/sbx-sandbox/sbx/rootfs"
 	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
@@ -156,7 +156,7 @@ var ownedWhat = map[string]string{"proc": "procfs", "dev": "/dev (a few device n
 
 func checkAllow(p *Profile) string {
 	// One grammar: the proxy's own parser decides what a pattern means.
-	if _, err := netproxy.ParseAllow(p.Network.Allow); err != nil {
+	if _, err := allowlist.Parse(p.Network.Allow); err != nil {
 		return err.Error()
 	}
 	// In a file, hosts with mode "none" are a mistake: the user meant to
