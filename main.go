@@ -27,6 +27,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sbx-sandbox/sbx/audit"
+	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
@@ -633,13 +634,9 @@ func parseFileFlag(spec string) (nsjail.File, error) {
 	return nsjail.File{Path: dest, Source: real, Mode: uint32(fi.Mode().Perm())}, nil
 }
 
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
+// unwrapPath is oserr.WithoutPath: the error without the path that the
+// message already names.
+func unwrapPath(err error) error { return oserr.WithoutPath(err) }
 
 func newRunID() string {
 	var b [12]byte

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbx-sandbox/sbx/netproxy"
-	"github.com/sbx-sandbox/sbx/nsjail"
+	"github.com/sbx-sandbox/sbx/internal/oserr"
+	"github.com/sbx-sandbox/sbx/nsjail/spec"
 )
 
 // Entry is one line of the log. Output is included only when asked.
@@ -32,26 +32,26 @@ type Entry struct {
 	ProfileSHA256 string    `json:"profile_sha256"`
 	// CodeSHA256 hashes what was run: the script's bytes, the -c code,
 	// or the command line of `-- CMD ARGS`.
-	CodeSHA256 string              `json:"code_sha256"`
-	Argv       []string            `json:"argv"`
-	Inputs     []nsjail.InputEntry `json:"inputs"`
-	Limits     any                 `json:"limits,omitempty"`
-	Usage      nsjail.Usage        `json:"usage"`
-	Status     nsjail.Status       `json:"status"`
-	ExitCode   int                 `json:"exit_code"`
-	Signal     *string             `json:"signal"`
-	Message    string              `json:"message"`
-	Files      []nsjail.FileEntry  `json:"files"`
-	Network    []netproxy.Attempt  `json:"network"`
-	Denials    []nsjail.Denial     `json:"seccomp_denials"`
-	Stdout     *string             `json:"stdout,omitempty"`
-	Stderr     *string             `json:"stderr,omitempty"`
-	Output     OutputCounts        `json:"output"`
+	CodeSHA256 string            `json:"code_sha256"`
+	Argv       []string          `json:"argv"`
+	Inputs     []spec.InputEntry `json:"inputs"`
+	Limits     any               `json:"limits,omitempty"`
+	Usage      spec.Usage        `json:"usage"`
+	Status     spec.Status       `json:"status"`
+	ExitCode   int               `json:"exit_code"`
+	Signal     *string           `json:"signal"`
+	Message    string            `json:"message"`
+	Files      []spec.FileEntry  `json:"files"`
+	Network    []spec.Attempt    `json:"network"`
+	Denials    []spec.Denial     `json:"seccomp_denials"`
+	Stdout     *string           `json:"stdout,omitempty"`
+	Stderr     *string           `json:"stderr,omitempty"`
+	Output     OutputCounts      `json:"output"`
 
 	// NetworkTruncated and NetworkSummary are the Result's: whether
 	// network lists every attempt, and the counts of all of them.
-	NetworkTruncated bool              `json:"network_truncated"`
-	NetworkSummary   *netproxy.Summary `json:"network_summary"`
+	NetworkTruncated bool          `json:"network_truncated"`
+	NetworkSummary   *spec.Summary `json:"network_summary"`
 }
 
 // OutputCounts says how much the payload printed, even when the output
@@ -75,7 +75,7 @@ type Log struct {
 func Open(path string) (*Log, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("--audit-log %s: %w", path, unwrap(err))
+		return nil, fmt.Errorf("--audit-log %s: %w", path, oserr.WithoutPath(err))
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
@@ -83,13 +83,6 @@ func Open(path string) (*Log, error) {
 		return nil, fmt.Errorf("--audit-log %s: not a regular file", path)
 	}
 	return &Log{f: f, path: path}, nil
-}
-
-func unwrap(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	return err
 }
 
 // Write appends e as one line with a single write(2) under an exclusive
@@ -104,10 +97,10 @@ func (l *Log) Write(e *Entry) error {
 	}
 	defer unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
 	if _, err := l.f.Write(line); err != nil {
-		return fmt.Errorf("audit log %s: write: %w", l.path, unwrap(err))
+		return fmt.Errorf("audit log %s: write: %w", l.path, oserr.WithoutPath(err))
 	}
 	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("audit log %s: fsync: %w", l.path, unwrap(err))
+		return fmt.Errorf("audit log %s: fsync: %w", l.path, oserr.WithoutPath(err))
 	}
 	return nil
 }
@@ -131,7 +124,7 @@ func (l *Log) Close() error { return l.f.Close() }
 
 // FromResult fills an entry from a run's Result; withOutput adds stdout
 // and stderr.
-func FromResult(res *nsjail.Result, withOutput bool) *Entry {
+func FromResult(res *spec.Result, withOutput bool) *Entry {
 	e := &Entry{
 		ID: res.ID, Version: res.Version, Commit: res.Commit, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, InvokingUID: os.Getuid(),
 		Profile: res.Profile, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
@@ -140,10 +133,10 @@ func FromResult(res *nsjail.Result, withOutput bool) *Entry {
 		NetworkTruncated: res.NetworkTruncated, NetworkSummary: res.NetworkSummary,
 	}
 	if e.Inputs == nil {
-		e.Inputs = []nsjail.InputEntry{}
+		e.Inputs = []spec.InputEntry{}
 	}
 	if e.Files == nil {
-		e.Files = []nsjail.FileEntry{}
+		e.Files = []spec.FileEntry{}
 	}
 	if withOutput {
 		e.Stdout, e.Stderr = &res.Stdout, &res.Stderr

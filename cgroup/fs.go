@@ -139,3 +139,13 @@ func readPids(path string) ([]int, error) {
 func isPermission(err error) bool {
 	return errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS)
 }
+
+// optional is err, or nil when it is ENOENT: the files of a controller
+// that is not enabled in the group do not exist, and its value stays 0,
+// unknown.
+func optional(err error) error {
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}

@@ -97,21 +97,19 @@ func (g *Group) Kill() error {
 // that was forking while the pids were read (no freezer) gets its signal
 // in the next round.
 func (g *Group) waitEmpty() error {
-	deadline := time.Now().Add(killWait)
-	delay := 50 * time.Microsecond
+	b := newBackoff(killWait, 50*time.Microsecond, 5*time.Millisecond)
 	for {
 		pids, err := g.procs()
 		if err != nil || len(pids) == 0 {
 			return err
 		}
-		if time.Now().After(deadline) {
+		if b.expired() {
 			return fmt.Errorf("kill: %d processes still in %s after %v (pids %v; uninterruptible sleep?)", len(pids), strings.Join(g.Paths(), ", "), killWait, pids)
 		}
 		for _, p := range pids {
 			unix.Kill(p, unix.SIGKILL)
 		}
-		time.Sleep(delay)
-		delay = min(2*delay, 5*time.Millisecond)
+		b.sleep()
 	}
 }
 
@@ -173,14 +171,12 @@ func killAll(dirs []string) error {
 // waitFor polls cond for up to a second (freezing normally takes well under
 // a millisecond; a task in an uninterruptible sleep delays it).
 func waitFor(cond func() bool) bool {
-	deadline := time.Now().Add(time.Second)
-	delay := 20 * time.Microsecond
+	b := newBackoff(time.Second, 20*time.Microsecond, 2*time.Millisecond)
 	for !cond() {
-		if time.Now().After(deadline) {
+		if b.expired() {
 			return false
 		}
-		time.Sleep(delay)
-		delay = min(2*delay, 2*time.Millisecond)
+		b.sleep()
 	}
 	return true
 }
@@ -221,14 +217,13 @@ func (g *Group) Destroy() error {
 }
 
 func rmdirRetry(path string) error {
-	deadline := time.Now().Add(rmdirWait)
-	delay := 100 * time.Microsecond
+	b := newBackoff(rmdirWait, 100*time.Microsecond, 20*time.Millisecond)
 	for {
 		err := unix.Rmdir(path)
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+		if !errors.Is(err, unix.EBUSY) || b.expired() {
 			what := ""
 			if errors.Is(err, unix.EBUSY) {
 				pids, _ := readPids(filepath.Join(path, "cgroup.procs"))
@@ -236,7 +231,6 @@ func rmdirRetry(path string) error {
 			}
 			return fmt.Errorf("rmdir %s: %w%s", path, err, what)
 		}
-		time.Sleep(delay)
-		delay = min(2*delay, 20*time.Millisecond)
+		b.sleep()
 	}
 }

@@ -143,12 +143,6 @@ func splitCPU(total, user, sys time.Duration) (time.Duration, time.Duration) {
 
 func (g *Group) statsV1() (Stats, error) {
 	var s Stats
-	optional := func(err error) error {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return err
-	}
 	if dir, ok := g.dirFor("cpuacct"); ok {
 		// ns, split by the mode the CPU was in when the time was charged
 		// (Linux 4.7+; cgroup-v1/cpuacct.rst).

@@ -174,8 +174,7 @@ var enableWait = 2 * time.Second
 // up moves back into the base.)
 func retryEnable(base, sc string, missing []string) error {
 	self, _ := exeID("self")
-	deadline := time.Now().Add(enableWait)
-	delay := 200 * time.Microsecond
+	b := newBackoff(enableWait, 200*time.Microsecond, 10*time.Millisecond)
 	for {
 		err := writeFile(sc, "+"+strings.Join(missing, " +"))
 		if !errors.Is(err, unix.EBUSY) {
@@ -207,11 +206,10 @@ func retryEnable(base, sc string, missing []string) error {
 		if len(foreign) > 0 {
 			return fmt.Errorf("%w (%s also holds pids %s, which are not sbx)", err, base, strings.Join(foreign, ", "))
 		}
-		if time.Now().After(deadline) {
+		if b.expired() {
 			return fmt.Errorf("%w (sbx processes %s did not move out of %s within %v)", err, strings.Join(siblings, ", "), base, enableWait)
 		}
-		time.Sleep(delay)
-		delay = min(2*delay, 10*time.Millisecond)
+		b.sleep()
 	}
 }
 
@@ -286,13 +284,6 @@ func (g *Group) statsV2() (Stats, error) {
 		return s, fmt.Errorf("parse %s: no user_usec/system_usec in %q", filepath.Join(dir, "cpu.stat"), b)
 	}
 	s.UserCPU, s.SystemCPU = time.Duration(u)*time.Microsecond, time.Duration(y)*time.Microsecond
-	// Files of a controller that is not enabled do not exist: 0, unknown.
-	optional := func(err error) error {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return err
-	}
 	if s.PeakMemoryBytes, err = readInt(filepath.Join(dir, "memory.peak")); optional(err) != nil {
 		return s, err
 	}

@@ -161,12 +161,12 @@ func TestMatchNamePrefersExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := a.matchName("api.example.org", 80)
-	if r == nil || r.wild {
-		t.Fatalf("matchName = %+v, want the exact rule", r)
+	r := a.MatchName("api.example.org", 80)
+	if r == nil || r.Wild {
+		t.Fatalf("MatchName = %+v, want the exact rule", r)
 	}
-	if r := a.matchName("b.example.org", 80); r == nil || !r.wild {
-		t.Fatalf("matchName(b.example.org) = %+v, want the wildcard", r)
+	if r := a.MatchName("b.example.org", 80); r == nil || !r.Wild {
+		t.Fatalf("MatchName(b.example.org) = %+v, want the wildcard", r)
 	}
 }
 

@@ -91,7 +91,7 @@ func TestClip(t *testing.T) {
 		}
 	}
 	big := strings.Repeat("\x01é&", 1<<16)
-	a := Attempt{Method: big, Host: big, Reason: big, Error: big, Addr: big}.bounded()
+	a := bounded(Attempt{Method: big, Host: big, Reason: big, Error: big, Addr: big})
 	if len(a.Method) > maxRecordMethod || len(a.Host) > maxRecordHost || len(a.Reason) > maxRecordText || len(a.Error) > maxRecordText || len(a.Addr) > maxRecordAddr {
 		t.Errorf("bounded left %d %d %d %d %d bytes", len(a.Method), len(a.Host), len(a.Reason), len(a.Error), len(a.Addr))
 	}

@@ -53,16 +53,6 @@ var DefaultForwardPorts = []int{80, 443}
 // 127.0.0.1 (the sandbox's own services and the proxy) and 127.0.0.53.
 var forwardBase = netip.AddrFrom4([4]byte{127, 1, 0, 1})
 
-// Forward is one transparent listener: Name's reserved address and one of
-// its allowed ports. For a wildcard's address Name is "" and Pattern the
-// wildcard: the address goes to the first name under it that the stub is
-// asked for (Proxy.wildName).
-type Forward struct {
-	Name    string         `json:"name,omitempty"`
-	Pattern string         `json:"pattern,omitempty"`
-	Addr    netip.AddrPort `json:"addr"`
-}
-
 // WildcardAddrs is how many names under one wildcard pattern get an
 // address of their own in a run (issue 18, point 3): the stub hands them
 // out in the order names are asked for; past them a name under the
@@ -106,16 +96,16 @@ func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reserv
 		entries = append(entries, e)
 		return e
 	}
-	for _, r := range a.rules {
-		if r.addr.IsValid() {
+	for _, r := range a.Rules() {
+		if r.Addr.IsValid() {
 			continue
 		}
-		e := find(r.name, r.wild)
-		add := []int{r.port}
-		if r.port == 0 {
+		e := find(r.Name, r.Wild)
+		add := []int{r.Port}
+		if r.Port == 0 {
 			add = slices.Clone(DefaultForwardPorts)
 			for k := range pins {
-				under := k.name == r.name && !r.wild || r.wild && strings.HasSuffix(k.name, "."+r.name)
+				under := k.name == r.Name && !r.Wild || r.Wild && strings.HasSuffix(k.name, "."+r.Name)
 				if under && k.port != 0 {
 					add = append(add, k.port)
 				}
@@ -184,14 +174,14 @@ func (p *Proxy) wildAddr(name string) (netip.Addr, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var full string
-	for i := range p.allow.rules {
-		r := &p.allow.rules[i]
-		if !r.wild || !strings.HasSuffix(name, "."+r.name) {
+	for i := range p.allow.Rules() {
+		r := &p.allow.Rules()[i]
+		if !r.Wild || !strings.HasSuffix(name, "."+r.Name) {
 			continue
 		}
-		pl := p.pools[r.name]
+		pl := p.pools[r.Name]
 		if pl == nil {
-			full = fmt.Sprintf("%s has no addresses (the run keeps at most %d transparent listeners): NXDOMAIN", r.pattern, MaxForwards)
+			full = fmt.Sprintf("%s has no addresses (the run keeps at most %d transparent listeners): NXDOMAIN", r.Pattern, MaxForwards)
 			continue
 		}
 		free := -1
@@ -207,7 +197,7 @@ func (p *Proxy) wildAddr(name string) (netip.Addr, string) {
 			pl.names[free] = name
 			return pl.addrs[free], ""
 		}
-		full = fmt.Sprintf("%s: its %d addresses went to other names: NXDOMAIN", r.pattern, WildcardAddrs)
+		full = fmt.Sprintf("%s: its %d addresses went to other names: NXDOMAIN", r.Pattern, WildcardAddrs)
 	}
 	return netip.Addr{}, full
 }
@@ -244,8 +234,8 @@ func (p *Proxy) NoProxy() string {
 	for _, s := range []string{"127.0.0.1", "::1"} {
 		ip := netip.MustParseAddr(s)
 		listed := false
-		for _, r := range p.allow.rules {
-			if r.addr == ip {
+		for _, r := range p.allow.Rules() {
+			if r.Addr == ip {
 				listed = true
 			}
 		}
@@ -439,14 +429,6 @@ func (p *Proxy) serveDNSStream(c net.Conn) {
 			return
 		}
 	}
-}
-
-// DNSSummary counts the stub's queries over the run.
-type DNSSummary struct {
-	Queries     int `json:"queries"`      // every query read, answered or not
-	Refused     int `json:"refused"`      // NXDOMAIN for a name not on the list
-	Malformed   int `json:"malformed"`    // oversized or unparsable, or not a plain query
-	RateLimited int `json:"rate_limited"` // dropped unanswered past the rate limit, or TCP connections over the cap
 }
 
 // dnsToken counts a query and takes a token for it, or counts it as rate

@@ -98,30 +98,6 @@ type Config struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// Attempt is the record of one client connection: with keep-alive disabled,
-// one request, CONNECT or SOCKS5 session.
-type Attempt struct {
-	// Kind is KindDNS for a lookup the DNS stub refused, KindForward for
-	// a connection to a name's reserved address, "" for the proxy's own.
-	Kind       string `json:"kind,omitempty"`
-	Host       string `json:"host"`             // normalised name or IP literal; "" if no request was read
-	Port       int    `json:"port"`             // destination port asked for
-	Method     string `json:"method"`           // "CONNECT", "GET", ..., "SOCKS5", or "" if no request was read
-	Allowed    bool   `json:"allowed"`          // passed the allowlist and the address checks
-	Reason     string `json:"reason,omitempty"` // why it was refused, one line
-	Addr       string `json:"addr,omitempty"`   // the address actually dialled
-	BytesUp    int64  `json:"bytes_up"`         // bytes sent to the destination
-	BytesDown  int64  `json:"bytes_down"`       // bytes received from the destination
-	DurationMS int64  `json:"duration_ms"`      // accept to close
-	Error      string `json:"error,omitempty"`  // what ended it abnormally, one line
-}
-
-// Attempt kinds besides the proxy's own (Attempt.Kind "").
-const (
-	KindDNS     = "dns"
-	KindForward = "forward"
-)
-
 // What one record may hold, so that the log's size follows from its count
 // and no field can carry a payload's megabytes into the Result (issue 11,
 // finding 1). Longer values are cut and end in "...".
@@ -133,7 +109,7 @@ const (
 )
 
 // bounded returns a with every string field cut to its bound.
-func (a Attempt) bounded() Attempt {
+func bounded(a Attempt) Attempt {
 	a.Method = clip(a.Method, maxRecordMethod)
 	a.Host = clip(a.Host, maxRecordHost)
 	a.Reason = clip(a.Reason, maxRecordText)
@@ -166,34 +142,6 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + clipMarker
-}
-
-// Summary counts every attempt of a run, listed in Attempts or not.
-type Summary struct {
-	// Attempts is every connection accepted: Recorded + Dropped +
-	// RateLimited once the proxy is closed.
-	Attempts int `json:"attempts"`
-	// Recorded is how many Attempts lists.
-	Recorded int `json:"recorded"`
-	// Dropped were served but not listed: the log already held
-	// MaxAttempts records or MaxAttemptBytes of them.
-	Dropped int `json:"dropped"`
-	// Refused counts the attempts that were read and then refused or
-	// failed before a destination answered (listed or not): what the
-	// refusal rate limit counts.
-	Refused int `json:"refused"`
-	// RateLimited were closed at accept time without being read: refusals
-	// had used up their budget (RefusalBurst at once, then RefusalRate a
-	// second).
-	RateLimited int `json:"rate_limited"`
-	// DNS counts the DNS stub's queries (not attempts: a refused name is
-	// one attempt however often it is asked for).
-	DNS DNSSummary `json:"dns"`
-}
-
-// Truncated says that Attempts does not list every attempt.
-func (s Summary) Truncated() bool {
-	return s.Dropped > 0 || s.RateLimited > 0 || s.DNS.RateLimited > 0
 }
 
 // ErrClosed is returned by Serve on a Proxy that was closed.
@@ -606,7 +554,7 @@ func (p *Proxy) fileRecord(slot int, a Attempt) {
 	if slot < 0 {
 		return
 	}
-	a = a.bounded()
+	a = bounded(a)
 	n := recordSize(a)
 	if p.logFull || p.logBytes+n > p.maxLogBytes {
 		p.logFull = true
@@ -747,7 +695,7 @@ func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int
 		return &refusal{status: 403, reason: fmt.Sprintf(format, args...)}
 	}
 	if ip.IsValid() {
-		if p.allow.matchAddr(ip, port) != nil {
+		if p.allow.MatchAddr(ip, port) != nil {
 			return []netip.AddrPort{netip.AddrPortFrom(ip, uint16(port))}, nil
 		}
 		if why := classify(ip); why != "" {
@@ -755,7 +703,7 @@ func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int
 		}
 		return nil, deny("%s is not on the allowlist", hp)
 	}
-	r := p.allow.matchName(host, port)
+	r := p.allow.MatchName(host, port)
 	if r == nil {
 		return nil, deny("%s is not on the allowlist", hp)
 	}
@@ -772,8 +720,8 @@ func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int
 			// A pin is the user's own statement about where a name lives,
 			// so it may point at a special address, but only for a name
 			// listed exactly: a wildcard is too wide to vouch for it.
-			if why := classify(a.Addr()); why != "" && r.wild && p.allow.matchAddr(a.Addr(), int(a.Port())) == nil {
-				return nil, deny("%s is pinned to %s, %s; only an exact allowlist entry (not %s) may reach it", hp, a.Addr(), why, r.pattern)
+			if why := classify(a.Addr()); why != "" && r.Wild && p.allow.MatchAddr(a.Addr(), int(a.Port())) == nil {
+				return nil, deny("%s is pinned to %s, %s; only an exact allowlist entry (not %s) may reach it", hp, a.Addr(), why, r.Pattern)
 			}
 			out = append(out, a)
 		}
@@ -794,7 +742,7 @@ func (p *Proxy) decide(ctx context.Context, host string, ip netip.Addr, port int
 		// One special answer refuses the whole name: a name that mixes
 		// public and internal addresses is a rebinding setup, not a
 		// service to pick the good half of.
-		if why := classify(a); why != "" && p.allow.matchAddr(a, port) == nil {
+		if why := classify(a); why != "" && p.allow.MatchAddr(a, port) == nil {
 			return nil, deny("%s resolves to %s, %s, which the allowlist does not name", host, a, why)
 		}
 		ap := netip.AddrPortFrom(a, uint16(port))

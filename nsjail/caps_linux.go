@@ -89,3 +89,27 @@ func setNotDumpable() error {
 	}
 	return nil
 }
+
+// lockSecurebits makes root special nowhere and locks it so: no
+// capabilities from uid 0 at execve (NOROOT), none kept or dropped on
+// setuid transitions (NO_SETUID_FIXUP), KEEP_CAPS off, no ambient raise;
+// each with its lock, so the payload cannot undo any of it
+// (capabilities(7), "The securebits flags"). Needs CAP_SETPCAP, so it
+// comes before the capability sets are emptied.
+func lockSecurebits() error {
+	// include/uapi/linux/securebits.h (x/sys/unix does not carry them).
+	const (
+		noroot                  = 1 << 0
+		norootLocked            = 1 << 1
+		noSetuidFixup           = 1 << 2
+		noSetuidFixupLocked     = 1 << 3
+		keepCapsLocked          = 1 << 5
+		noCapAmbientRaise       = 1 << 6
+		noCapAmbientRaiseLocked = 1 << 7
+	)
+	bits := noroot | norootLocked | noSetuidFixup | noSetuidFixupLocked | keepCapsLocked | noCapAmbientRaise | noCapAmbientRaiseLocked
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_SECUREBITS %#x: %w", bits, err)
+	}
+	return nil
+}

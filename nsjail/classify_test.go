@@ -20,7 +20,7 @@ func TestClassify(t *testing.T) {
 	rl6 := []Rlimit{{Resource: "RLIMIT_CPU", Soft: 6, Hard: 7}}
 	cases := []struct {
 		name      string
-		killedFor string
+		killedFor Status
 		limits    Limits
 		rlimits   []Rlimit
 		exit      *StatusMsg

@@ -7,14 +7,7 @@ import (
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
-
-	"github.com/sbx-sandbox/sbx/netproxy"
 )
-
-// DNSStubIP is the DNS stub's address inside the sandbox: resolv.conf
-// names it. It is the address systemd-resolved uses, on the sandbox's own
-// loopback; the supervisor answers on it from the host side (issue 18).
-const DNSStubIP = "127.0.0.53"
 
 var dnsStubAddr = [4]byte{127, 0, 0, 53}
 
@@ -23,9 +16,9 @@ var dnsStubAddr = [4]byte{127, 0, 0, 53}
 type EgressServer interface {
 	ServeDNS(pc net.PacketConn) error
 	ServeDNSTCP(l net.Listener) error
-	ServeForward(l net.Listener, fw netproxy.Forward) error
+	ServeForward(l net.Listener, fw Forward) error
 	ServeRefusedSYNs(f *os.File) error
-	Forwards() []netproxy.Forward
+	Forwards() []Forward
 	NoProxy() string
 }
 

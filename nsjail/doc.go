@@ -3,6 +3,10 @@
 // and the init it re-executes as pid 1 of the sandbox's namespaces
 // (init_linux.go and the steps it calls).
 //
+// The contract types (Spec, Payload, Result and what they hold) are
+// defined in nsjail/spec, which builds without cgo; the names here are
+// aliases of those (contract.go).
+//
 // # Phases
 //
 // A Sandbox lives through the phases of Phase, in order, once:
@@ -20,29 +24,36 @@
 // The supervisor writes the control pipe (fd 3 of the init); the init
 // answers with status lines on fd 4 and the workspace report on fd 5
 // (with a proxy, fd 6 carries its listening socket). Every control and
-// status message is one JSON line; the status stream is bounded and
-// strictly decoded (decodeStatus). Drawn the way runc's
-// libcontainer/sync.go draws its own:
+// status message is one JSON line, within a cap of its own, decoded
+// strictly (decodeStrict: no unknown field at any depth, nothing after
+// the object). A control line is a ctlMsg, a union whose kind names its
+// one body (spec, confine, payload, control); encodeCtl writes it and the
+// init reads each with expect(kind), in the fixed order below, so a
+// message out of place fails closed. A status line is a StatusMsg of a
+// known kind (decodeStatus). Drawn the way runc's libcontainer/sync.go
+// draws its own, with each line's kind:
 //
 //	supervisor (Start)                               init (pid 1)
 //	  clone /proc/self/exe ─────────────────────────► runtime up, signals ignored, not dumpable
-//	  ── Spec ──────────────────────────────────────► read spec
+//	  ── spec: Spec (≤ 1 MiB) ──────────────────────► expect(spec)
 //	  (compile filter; make cgroup, v1: attach        mounts, pivot_root, hostname, lo,
 //	   the init beside its set-up)                    proxy listener ══fd 6══► supervisor,
 //	                                                  user.* quotas (/proc/sys), mask /proc
-//	  ── Confine (filter, late rlimits) ────────────► read confine
+//	  ── confine: filter, late rlimits (≤ 1 MiB) ───► expect(confine)
 //	                                                  RLIMIT_CORE, caps, securebits,
 //	                                                  no_new_privs, Landlock, seccomp
-//	  ◄──────────────────────────────────── ready ─── (confined from here on)
+//	  ◄─────────────────────── ready (≤ 256 KiB) ─── (confined from here on)
 //	  wait for the cgroup attach; Start returns
 //	                      ... the sandbox waits, confined ...
 //	supervisor (Exec)
-//	  ── Payload, input bytes ──────────────────────► read payload, write inputs
-//	                                                  fork+exec (held at setsid for the
+//	  ── payload: Payload (≤ 16 MiB), then ────────► expect(payload), write inputs
+//	     the input files' bytes, raw                  fork+exec (held at setsid for the
 //	                                                  payload's rlimits)
-//	  ◄────────────────────────────────── started ─── payload runs; timers start
-//	  ── Control (signal, kill) ────────────────────► forwarded to the payload
-//	  ◄───────────────────────────────────── exit ─── payload reaped, leftovers killed
+//	  ◄─────────────────────────────────── started ── payload runs; timers start
+//	  ── control: signal or kill (≤ 256 B) ────────► expect(control) in a loop: forwarded
+//	                                                  to the payload; EOF or anything
+//	                                                  else kills the sandbox
+//	  ◄────────────────────────────────────── exit ── payload reaped, leftovers killed
 //	  ◄══════════════════════════ workspace report ══ fd 5 (bounded stream)
 //	  init reaped: Result                             exit
 //

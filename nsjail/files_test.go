@@ -301,7 +301,7 @@ func TestOutputSpecWithInputs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := DefaultOutputSpec().withInputs(tc.inputs)
+			o := withInputs(DefaultOutputSpec(), tc.inputs)
 			if o.MaxHashBytes != tc.hash || o.WalkTimeout != tc.deadline {
 				t.Errorf("withInputs(%d): hash %d, deadline %v; want %d, %v", tc.inputs, o.MaxHashBytes, o.WalkTimeout, tc.hash, tc.deadline)
 			}

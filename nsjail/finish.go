@@ -29,7 +29,7 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		s.usageFromExit(exit)
 		s.denials(exit)
 	case exit != nil:
-	case s.killedFor == "" && (st == nil || st.PidsMaxEvents == 0):
+	case !s.killed() && (st == nil || st.PidsMaxEvents == 0):
 		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
 	default:
 		s.usageFromInit(cmd)
@@ -68,24 +68,24 @@ func (s *supervisor) classify(exit *StatusMsg, st *cgroup.Stats) {
 		}
 	case exit != nil:
 		ws := unix.WaitStatus(exit.WaitStatus)
-		res.classifyWait(ws)
+		classifyWait(res, ws)
 		if exit.FilterKilled && ws.Signaled() && ws.Signal() == unix.SIGKILL {
 			res.Status = StatusSeccomp
 			res.Message = "killed for the seccomp filter: a system call through another ABI (32-bit int 0x80 or x32), which the filter never allows"
 		}
 	}
 	switch s.killedFor {
-	case "timeout":
+	case StatusTimeout:
 		res.Status, res.ExitCode, res.Signal = StatusTimeout, ExitTimeLimit, nil
 		res.Message = fmt.Sprintf("wall-clock limit of %v reached; the sandbox was killed", s.job.Timeout)
-	case "cpu_limit":
+	case StatusCPULimit:
 		res.Status, res.ExitCode, res.Signal = StatusCPULimit, ExitTimeLimit, nil
 		res.Message = fmt.Sprintf("CPU time limit of %v reached: %v measured over all processes together; the sandbox was killed", s.job.Limits.CPUTime, s.cpuAtKill.Round(time.Millisecond))
 		if li, ok := res.Limits["cpu_time"]; ok {
 			li.AtKill = float64(s.cpuAtKill.Milliseconds())
 			res.Limits["cpu_time"] = li
 		}
-	case "output_limit":
+	case StatusOutputLimit:
 		res.Status, res.ExitCode, res.Signal = StatusOutputLimit, ExitKilled, nil
 		res.Message = fmt.Sprintf("output limit of %s per stream passed; the sandbox was killed", units.HumanSize(s.job.OutputLimit))
 	default:

@@ -2,10 +2,8 @@ package nsjail
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -240,15 +238,11 @@ func (in *initProc) takeMarks() []Mark {
 }
 
 func (in *initProc) readSpec() error {
-	line, err := in.ctl.ReadBytes('\n')
+	m, err := expect(in.ctl, ctlSpec)
 	if err != nil {
-		return fmt.Errorf("read control pipe: %w", err)
+		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in.spec); err != nil {
-		return fmt.Errorf("decode spec: %w", err)
-	}
+	in.spec = *m.Spec
 	return in.spec.Validate()
 }
 
@@ -265,15 +259,11 @@ func (in *initProc) applyPlan(fds []int) error {
 // readConfine reads what the init loads last, and checks it against the
 // Spec: a policy named there must come with its filter (fail closed).
 func (in *initProc) readConfine(c *Confine) error {
-	line, err := in.ctl.ReadBytes('\n')
+	m, err := expect(in.ctl, ctlConfine)
 	if err != nil {
-		return fmt.Errorf("read control pipe: %w", err)
+		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(c); err != nil {
-		return fmt.Errorf("decode confine: %w", err)
-	}
+	*c = *m.Confine
 	// Every run has a filter: under "none" the init guard alone, which
 	// keeps the payload from reaching the init (seccomp.ForRun).
 	want := in.spec.Seccomp
@@ -290,15 +280,11 @@ func (in *initProc) readConfine(c *Confine) error {
 }
 
 func (in *initProc) readPayload(p *Payload) error {
-	line, err := in.ctl.ReadBytes('\n')
+	m, err := expect(in.ctl, ctlPayload)
 	if err != nil {
-		return fmt.Errorf("read control pipe: %w", err)
+		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(p); err != nil {
-		return fmt.Errorf("decode payload: %w", err)
-	}
+	*p = *m.Payload
 	if err := CheckPayload(p); err != nil {
 		return err
 	}
@@ -534,25 +520,24 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 func (in *initProc) reportFiles() {
 	files := os.NewFile(filesFD, "files")
 	defer files.Close()
-	if err := newCollector(files, in.spec.Outputs.withInputs(in.inputBytes), in.inputs).collect(in.spec.Workdir); err != nil {
+	if err := newCollector(files, withInputs(in.spec.Outputs, in.inputBytes), in.inputs).collect(in.spec.Workdir); err != nil {
 		in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("workspace report: %v", err)})
 	}
 }
 
 // readControl forwards the supervisor's signals to the payload. EOF means
 // the supervisor is gone: then the whole sandbox goes too (a backstop for
-// Pdeathsig).
+// Pdeathsig). So does anything but a Control message: the supervisor
+// never sends one, and a pipe that says something else cannot be trusted
+// to say kill when it must (fail closed).
 func (in *initProc) readControl() {
 	for {
-		line, err := in.ctl.ReadBytes('\n')
+		m, err := expect(in.ctl, ctlControl)
 		if err != nil {
 			killAll()
 			os.Exit(1)
 		}
-		var c Control
-		if json.Unmarshal(line, &c) != nil {
-			continue
-		}
+		c := m.Control
 		if c.Kill {
 			killAll()
 		} else if c.Signal > 0 && c.Signal < 65 {

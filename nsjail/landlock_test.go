@@ -58,7 +58,7 @@ func TestLandlockLayer(t *testing.T) {
 	for _, tc := range []struct {
 		asked bool
 		abi   int
-		state string
+		state LayerState
 		want  string
 	}{
 		{false, 7, LayerOff, "landlock.mode off"},

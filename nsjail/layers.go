@@ -4,22 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-)
 
-// Layer states in the Result's layers.
-const (
-	LayerOn       = "on"
-	LayerDegraded = "degraded" // in place, but weaker than asked (e.g. rlimits for a cgroup)
-	LayerOff      = "off"      // turned off by the profile
+	"github.com/sbx-sandbox/sbx/seccomp"
 )
-
-// Layer says what one layer of the sandbox was during a run.
-type Layer struct {
-	State  string `json:"state"`
-	Detail string `json:"detail"`
-	// ABI is the Landlock ABI of the landlock layer (0: none).
-	ABI int `json:"abi,omitempty"`
-}
 
 // fillLayers states every layer of the run. It is called once the run is
 // over, from what the supervisor set up and what the init reported.
@@ -39,7 +26,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	}
 	l["landlock"] = landlockLayer(spec, LandlockABI())
 	switch {
-	case spec.Seccomp == "none":
+	case spec.Seccomp == seccomp.None:
 		l["seccomp"] = Layer{State: LayerOff, Detail: "no syscall policy (seccomp.policy none); only the guard that keeps the payload from its init"}
 	case exit != nil && exit.Filtered && !exit.DenialsKnown:
 		l["seccomp"] = Layer{State: LayerDegraded, Detail: spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}
@@ -68,19 +55,4 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 		l["cgroup"] = Layer{State: LayerDegraded, Detail: "limits without a cgroup: " + strings.Join(weak, ", ")}
 	}
 	s.res.Layers = l
-}
-
-// DegradedSummary is the one line a terminal user sees when a layer was
-// weaker than asked or off; "" when none was.
-func (r *Result) DegradedSummary() string {
-	var parts []string
-	for _, k := range []string{"cgroup", "seccomp", "landlock"} {
-		if l, ok := r.Layers[k]; ok && (l.State == LayerDegraded || l.State == LayerOff && k == "seccomp") {
-			parts = append(parts, k+": "+l.Detail)
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "weaker sandbox: " + strings.Join(parts, "; ") + " (sbx doctor says why and how to fix it)"
 }

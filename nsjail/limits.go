@@ -2,7 +2,9 @@ package nsjail
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,31 +28,6 @@ type Limits struct {
 	// RequireCgroup fails the run before it starts when no cgroup can
 	// enforce the limits (rather than falling back to rlimits).
 	RequireCgroup bool
-}
-
-// What enforced a limit, in the Result's limits.
-const (
-	ByCgroup2    = "cgroup2"
-	ByCgroup1    = "cgroup1"
-	ByRlimit     = "rlimit"
-	ByTmpfs      = "tmpfs"
-	BySupervisor = "supervisor" // sbx's own timers and output capture
-	ByUserNS     = "userns"     // a /proc/sys/user quota of the sandbox's user namespace
-	ByNone       = "none"
-)
-
-// LimitInfo is one entry of the Result's limits: what was asked, in a
-// base unit, and what enforced it. Never a limit that nothing enforced
-// under another name: those say "none".
-type LimitInfo struct {
-	Value      float64 `json:"value"`
-	Unit       string  `json:"unit"` // bytes, count, cpus, ms
-	EnforcedBy string  `json:"enforced_by"`
-	Note       string  `json:"note,omitempty"`
-	// AtKill is what sbx measured, in Unit, when it ended the run for
-	// this limit (cpu_time: the total CPU at the poll that passed it);
-	// absent when the limit did not end the run.
-	AtKill float64 `json:"at_kill,omitempty"`
 }
 
 // rlimitFor returns the rlimit of that resource in rls, or nil.
@@ -197,11 +174,7 @@ func (s *supervisor) createCgroup() error {
 	}
 	unenforced := g.Unenforced()
 	if len(unenforced) > 0 && l.RequireCgroup {
-		var names []string
-		for k, e := range unenforced {
-			names = append(names, fmt.Sprintf("%s (%v)", k, e))
-		}
-		return fmt.Errorf("the profile requires a cgroup, but it cannot enforce %s (see sbx doctor)", strings.Join(names, ", "))
+		return fmt.Errorf("the profile requires a cgroup, but it cannot enforce %s (see sbx doctor)", unenforcedList(unenforced))
 	}
 	for kind, mode := range g.Enforced() {
 		by := ByCgroup1
@@ -224,14 +197,21 @@ func (s *supervisor) createCgroup() error {
 		setCPURlimit(&s.lateRlimits, l.CPUTime+time.Second)
 	}
 	if len(unenforced) > 0 {
-		var names []string
-		for k, e := range unenforced {
-			names = append(names, fmt.Sprintf("%s: %v", k, e))
-		}
-		s.warn("cgroup cannot enforce " + strings.Join(names, "; ") + ": falling back to rlimits")
+		s.warn("cgroup cannot enforce " + unenforcedList(unenforced) + ": falling back to rlimits")
 		s.rlimitFallback(unenforced, nil)
 	}
 	return nil
+}
+
+// unenforcedList names the limits a cgroup cannot enforce, each with why,
+// in the order of their names: the same message on every run (a map's
+// order is random).
+func unenforcedList(unenforced map[string]error) string {
+	var names []string
+	for _, k := range slices.Sorted(maps.Keys(unenforced)) {
+		names = append(names, fmt.Sprintf("%s (%v)", k, unenforced[k]))
+	}
+	return strings.Join(names, ", ")
 }
 
 // rlimitFallback enforces with rlimits what no cgroup does. They are per

@@ -23,7 +23,7 @@ func TestClassifyWait(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Result
-			r.classifyWait(tc.ws)
+			classifyWait(&r, tc.ws)
 			if r.Status != tc.status || r.ExitCode != tc.code {
 				t.Fatalf("got %s/%d, want %s/%d", r.Status, r.ExitCode, tc.status, tc.code)
 			}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
@@ -93,9 +94,12 @@ type supervisor struct {
 	ctlMu sync.Mutex
 	ctlW  *os.File
 	tl    timeline
-	// killedFor is why the supervisor ended the run ("timeout", ...), or
-	// "" if the payload ended on its own.
-	killedFor  string
+	// killedFor is the limit for which the supervisor ended the run, as
+	// the Status it gives the Result (StatusTimeout, StatusCPULimit,
+	// StatusOutputLimit), or "" if no limit ended it; aborted says why
+	// it ended the run otherwise.
+	killedFor  Status
+	aborted    abortCause
 	hardKilled bool
 	// reportCut: the workspace report was ended before it finished.
 	reportCut bool
@@ -123,7 +127,7 @@ type supervisor struct {
 	attachErr   error
 	lateRlimits []Rlimit
 	// cpuAtKill is the total CPU measured when the run passed its CPU
-	// time limit (killedFor "cpu_limit").
+	// time limit (killedFor StatusCPULimit).
 	cpuAtKill time.Duration
 	// cpuClock is the task-clock perf counter of the payload's tree
 	// without a cgroup, or -1 (cpuClockErr says why); set before attached
@@ -264,8 +268,8 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 		}
 		cmd.Process.Kill()
 	}
-	limit := func(why string) {
-		if s.killedFor != "" || s.hardKilled {
+	limit := func(why Status) {
+		if s.killed() || s.hardKilled {
 			return
 		}
 		s.killedFor = why
@@ -326,13 +330,13 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				// The init never sends such a line: the stream, and
 				// whatever follows on it, cannot be trusted.
 				framingErr = ev.err
-				s.killedFor = "framing"
+				s.aborted = abortFraming
 				hardKill()
 				continue
 			}
 			m := ev.msg
 			s.tl.add(m.Marks)
-			s.tl.mark("sbx: got " + m.Kind)
+			s.tl.mark("sbx: got " + string(m.Kind))
 			switch m.Kind {
 			case kindError:
 				stepErr = withHint(m.stepError())
@@ -395,7 +399,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			case killing:
 				hardKill()
 			case phase == PhaseStarting || phase == PhaseRunning && !started:
-				s.killedFor = "setup"
+				s.aborted = abortSetup
 				hardKill()
 			case phase == PhaseReporting:
 				cutReport(fmt.Sprintf("it ran past its time (at most %v, and no later than %v after the wall-clock limit)", reportTimeout, ReportGrace))
@@ -403,16 +407,16 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				hardKill()
 			}
 		case <-wall:
-			limit("timeout")
+			limit(StatusTimeout)
 		case used := <-cpuOver:
 			cpuOver = nil
 			s.cpuAtKill = used
-			limit("cpu_limit")
+			limit(StatusCPULimit)
 		case <-cpuTick:
 			if used, err := s.cg.CPUUsage(); err == nil && used >= job.Limits.CPUTime {
 				cpuTick = nil
 				s.cpuAtKill = used
-				limit("cpu_limit")
+				limit(StatusCPULimit)
 			}
 		case <-filesBroken:
 			// Nothing more of the report can be trusted or received: end
@@ -425,12 +429,12 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 		case <-s.overflow:
 			s.overflow = nil
 			if phase != PhaseReporting && !killing {
-				limit("output_limit")
+				limit(StatusOutputLimit)
 			}
 		case <-done:
 			done = nil
-			if s.killedFor == "" {
-				s.killedFor = "cancel"
+			if !s.killed() {
+				s.aborted = abortCancel
 			}
 			hardKill()
 		case sig := <-job.Signals:
@@ -455,9 +459,9 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 		return nil, fmt.Errorf("sbx init: %w; the sandbox was killed", framingErr)
 	case stepErr != nil:
 		return nil, stepErr
-	case s.killedFor == "setup" && exit == nil:
+	case s.aborted == abortSetup && exit == nil:
 		return nil, fmt.Errorf("sandbox setup took longer than %v", setupTimeout)
-	case s.killedFor == "cancel" && exit == nil:
+	case s.aborted == abortCancel && exit == nil:
 		return nil, fmt.Errorf("run cancelled: %v", context.Cause(ctx))
 	}
 	return exit, nil
@@ -631,7 +635,7 @@ func (r *readErr) Read(p []byte) (int, error) {
 }
 
 func (s *supervisor) sendControl(c Control) {
-	b, err := encodeLine(c)
+	b, err := encodeCtl(ctlMsg{Kind: ctlControl, Control: &c})
 	if err != nil {
 		return
 	}
@@ -707,10 +711,6 @@ func openInputs(files []File) ([]*os.File, error) {
 	return out, nil
 }
 
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
+// unwrapPath is oserr.WithoutPath: the error without the path that the
+// message already names.
+func unwrapPath(err error) error { return oserr.WithoutPath(err) }

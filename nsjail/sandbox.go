@@ -283,7 +283,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.onTeardown(s.destroyCgroup)
 	s.tl.mark("sbx: limits set up")
 	go compileFilter(job.Spec.Seccomp, s.filter)
-	specLine, err := encodeLine(&job.Spec)
+	specLine, err := encodeCtl(ctlMsg{Kind: ctlSpec, Spec: &job.Spec})
 	if err != nil {
 		return fmt.Errorf("encode spec: %w", err)
 	}
@@ -370,7 +370,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	pl.Send, pl.Timings = s.sink != nil, s.tl.on
 	outputs := job.Spec.Outputs
 	outputs.Send = pl.Send
-	payloadLine, err := encodeLine(pl)
+	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})
 	if err != nil {
 		close(s.inputsDone)
 		s.cancel(err)
@@ -449,7 +449,7 @@ func (s *supervisor) conclude() error {
 	if s.runErr != nil {
 		return s.runErr
 	}
-	if s.filesErr != nil && s.exit != nil && s.killedFor == "" {
+	if s.filesErr != nil && s.exit != nil && !s.killed() {
 		s.warnings = append(s.warnings, "workspace report incomplete: "+s.filesErr.Error())
 	}
 	return s.finish(s.exit, s.cmd, s.waitErr)
@@ -466,7 +466,7 @@ func (s *supervisor) result(err error) *Result {
 		res.Stdout, res.StdoutTruncated, res.StdoutBytes = s.stdout.String(), s.stdout.Truncated(), s.stdout.Total()
 		res.Stderr, res.StderrTruncated, res.StderrBytes = s.stderr.String(), s.stderr.Truncated(), s.stderr.Total()
 	}
-	res.fillEmpty()
+	res.FillEmpty()
 	s.warnMu.Lock()
 	res.Warnings = s.warnings
 	s.warnMu.Unlock()
@@ -507,7 +507,7 @@ func (s *supervisor) writeSetup(specLine []byte) {
 		s.ctlW.Close()
 		return
 	}
-	confine, err := encodeLine(&Confine{Seccomp: c.f, Rlimits: s.lateRlimits})
+	confine, err := encodeCtl(ctlMsg{Kind: ctlConfine, Confine: &Confine{Seccomp: c.f, Rlimits: s.lateRlimits}})
 	if err != nil {
 		s.confineErr = err
 		s.ctlW.Close()

@@ -24,6 +24,109 @@ const (
 // initArg is argv[1] of the re-executed binary that makes it the init.
 const initArg = "__sbx_init"
 
+// ctlKind names a message on the control pipe: each line is one ctlMsg.
+type ctlKind string
+
+// Control message kinds, in the order they cross (doc.go).
+const (
+	ctlSpec    ctlKind = "spec"    // the sandbox to build: Spec
+	ctlConfine ctlKind = "confine" // what the init loads before ready: Confine
+	ctlPayload ctlKind = "payload" // what runs, its input bytes after it: Payload
+	ctlControl ctlKind = "control" // a signal or kill for the payload: Control
+)
+
+// maxCtlFrame bounds one control line of each kind, its '\n' excluded:
+// the init never buffers more. A Spec is a few KiB (the mount plan and
+// env); a Confine carries two BPF programs of at most BPF_MAXINSNS (4096)
+// instructions, 8 bytes each, in base64, about 90 KiB at worst; a
+// Payload's argv is bounded by execve's ARG_MAX (a quarter of the 8 MiB
+// stack rlimit, 2 MiB; execve(2)), which JSON can escape to 6 bytes a
+// byte, plus its list of inputs; a Control is a few bytes. The
+// supervisor refuses to send a larger one (encodeCtl).
+var maxCtlFrame = map[ctlKind]int{
+	ctlSpec:    1 << 20,
+	ctlConfine: 1 << 20,
+	ctlPayload: 16 << 20,
+	ctlControl: 256,
+}
+
+// ctlMsg is one line on the control pipe: a union of which exactly the
+// field its Kind names is set.
+type ctlMsg struct {
+	Kind    ctlKind  `json:"kind"`
+	Spec    *Spec    `json:"spec,omitempty"`
+	Confine *Confine `json:"confine,omitempty"`
+	Payload *Payload `json:"payload,omitempty"`
+	Control *Control `json:"control,omitempty"`
+}
+
+// check says whether m is a well-formed union: a known kind, with its
+// own field and no other.
+func (m *ctlMsg) check() error {
+	if _, ok := maxCtlFrame[m.Kind]; !ok {
+		return fmt.Errorf("control message of unknown kind %.64q", m.Kind)
+	}
+	for _, f := range []struct {
+		kind ctlKind
+		set  bool
+	}{{ctlSpec, m.Spec != nil}, {ctlConfine, m.Confine != nil}, {ctlPayload, m.Payload != nil}, {ctlControl, m.Control != nil}} {
+		switch {
+		case f.kind == m.Kind && !f.set:
+			return fmt.Errorf("%s message without its %s", m.Kind, f.kind)
+		case f.kind != m.Kind && f.set:
+			return fmt.Errorf("%s message with a %s in it", m.Kind, f.kind)
+		}
+	}
+	return nil
+}
+
+// encodeCtl is the one encoder of the control pipe: m as one line, within
+// its kind's frame.
+func encodeCtl(m ctlMsg) ([]byte, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	b, err := encodeLine(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s message: %w", m.Kind, err)
+	}
+	if max := maxCtlFrame[m.Kind]; len(b)-1 > max {
+		return nil, fmt.Errorf("%s message of %d bytes, more than the control pipe's %d", m.Kind, len(b)-1, max)
+	}
+	return b, nil
+}
+
+// decodeCtl decodes one control line strictly (decodeStrict) and checks
+// it is a well-formed union. It is pure, for the tests.
+func decodeCtl(line []byte) (ctlMsg, error) {
+	var m ctlMsg
+	if err := decodeStrict(line, &m); err != nil {
+		return ctlMsg{}, err
+	}
+	if err := m.check(); err != nil {
+		return ctlMsg{}, err
+	}
+	return m, nil
+}
+
+// expect reads the next control line, which must be a message of kind k
+// within k's frame: the init reads the pipe in a fixed order, and any
+// other message there means it cannot trust the rest (fail closed).
+func expect(br *bufio.Reader, k ctlKind) (ctlMsg, error) {
+	line, err := readFrame(br, maxCtlFrame[k])
+	if err != nil {
+		return ctlMsg{}, fmt.Errorf("read %s message from the control pipe: %w", k, err)
+	}
+	m, err := decodeCtl(line)
+	if err != nil {
+		return ctlMsg{}, fmt.Errorf("control pipe, want a %s message: %w", k, err)
+	}
+	if m.Kind != k {
+		return ctlMsg{}, fmt.Errorf("control pipe: a %s message where a %s message belongs", m.Kind, k)
+	}
+	return m, nil
+}
+
 // Control is a message from the supervisor after the Payload.
 type Control struct {
 	// Signal asks the init to forward this signal to the payload.
@@ -33,23 +136,26 @@ type Control struct {
 	Kill bool `json:"kill,omitempty"`
 }
 
+// statusKind names a status message of the init.
+type statusKind string
+
 // Status kinds sent by the init.
 const (
-	kindError   = "error"   // a setup step failed: Step, Path, Errno, Msg
-	kindReady   = "ready"   // the sandbox is built, waiting for the payload
-	kindStarted = "started" // the payload runs as Pid (in the sandbox's pid ns)
-	kindExit    = "exit"    // the payload ended: WaitStatus, Rusage, or ExecErrno
-	kindWarning = "warning" // something after the payload went wrong: Msg
+	kindError   statusKind = "error"   // a setup step failed: Step, Path, Errno, Msg
+	kindReady   statusKind = "ready"   // the sandbox is built, waiting for the payload
+	kindStarted statusKind = "started" // the payload runs as Pid (in the sandbox's pid ns)
+	kindExit    statusKind = "exit"    // the payload ended: WaitStatus, Rusage, or ExecErrno
+	kindWarning statusKind = "warning" // something after the payload went wrong: Msg
 )
 
 // StatusMsg is one line from the init on fd 4.
 type StatusMsg struct {
-	Kind  string `json:"kind"`
-	Step  string `json:"step,omitempty"`
-	Path  string `json:"path,omitempty"`
-	Errno int    `json:"errno,omitempty"`
-	Msg   string `json:"msg,omitempty"`
-	Pid   int    `json:"pid,omitempty"`
+	Kind  statusKind `json:"kind"`
+	Step  string     `json:"step,omitempty"`
+	Path  string     `json:"path,omitempty"`
+	Errno int        `json:"errno,omitempty"`
+	Msg   string     `json:"msg,omitempty"`
+	Pid   int        `json:"pid,omitempty"`
 	// WaitStatus is the payload's raw wait(2) status.
 	WaitStatus uint32 `json:"wait_status,omitempty"`
 	// ExecErrno is set when the payload could not be executed at all.
@@ -142,13 +248,8 @@ func decodeStatus(line []byte) (StatusMsg, error) {
 	if len(line) > maxStatusLine {
 		return m, fmt.Errorf("%w: line of %d bytes, longer than %d", errStatusFraming, len(line), maxStatusLine)
 	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return StatusMsg{}, fmt.Errorf("%w: bad message %.64q: %v", errStatusFraming, line, err)
-	}
-	if dec.More() {
-		return StatusMsg{}, fmt.Errorf("%w: bad message %.64q: data after the object", errStatusFraming, line)
+	if err := decodeStrict(line, &m); err != nil {
+		return StatusMsg{}, fmt.Errorf("%w: %v", errStatusFraming, err)
 	}
 	switch m.Kind {
 	case kindError, kindReady, kindStarted, kindExit, kindWarning:
@@ -161,16 +262,44 @@ func decodeStatus(line []byte) (StatusMsg, error) {
 	return m, nil
 }
 
-// readStatusLine reads one '\n'-terminated line of at most max bytes
-// (newline excluded). A clean EOF before any byte is io.EOF; a line cut
-// by EOF is io.ErrUnexpectedEOF (the init died while writing); a longer
-// line is a framing error, found without buffering more than max bytes.
+// decodeStrict decodes line (its '\n' included or not) into v: one JSON
+// object of v's fields only (DisallowUnknownFields, at every depth) and
+// nothing after it. Both pipes' messages go through it.
+func decodeStrict(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bad message %.64q: %v", line, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("bad message %.64q: data after the object", line)
+	}
+	return nil
+}
+
+// errFrameTooBig is wrapped by readFrame's error for a line past its cap.
+var errFrameTooBig = errors.New("frame too big")
+
+// readStatusLine reads one status line: readFrame, with a line past max a
+// framing error of the status pipe.
 func readStatusLine(br *bufio.Reader, max int) ([]byte, error) {
+	line, err := readFrame(br, max)
+	if errors.Is(err, errFrameTooBig) {
+		return nil, fmt.Errorf("%w: %v", errStatusFraming, err)
+	}
+	return line, err
+}
+
+// readFrame reads one '\n'-terminated line of at most max bytes (newline
+// excluded). A clean EOF before any byte is io.EOF; a line cut by EOF is
+// io.ErrUnexpectedEOF (the writer died while writing); a longer line is
+// errFrameTooBig, found without buffering more than max bytes.
+func readFrame(br *bufio.Reader, max int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(line)+len(chunk) > max+1 {
-			return nil, fmt.Errorf("%w: line longer than %d bytes", errStatusFraming, max)
+			return nil, fmt.Errorf("%w: line longer than %d bytes", errFrameTooBig, max)
 		}
 		line = append(line, chunk...)
 		switch {

@@ -38,13 +38,13 @@ func TestReadStatus(t *testing.T) {
 	cases := []struct {
 		name  string
 		input string
-		kinds []string // the messages decoded, in order
-		fatal string   // the framing error at the end, if any
+		kinds []statusKind // the messages decoded, in order
+		fatal string       // the framing error at the end, if any
 	}{
-		{"clean", ready + exit, []string{kindReady, kindExit}, ""},
+		{"clean", ready + exit, []statusKind{kindReady, kindExit}, ""},
 		{"empty", "", nil, ""},
-		{"cut by EOF", ready + `{"kind":"ex`, []string{kindReady}, ""},
-		{"oversized line", ready + `{"kind":"exit","msg":"` + strings.Repeat("a", maxStatusLine) + `"}` + "\n" + exit, []string{kindReady}, "longer than"},
+		{"cut by EOF", ready + `{"kind":"ex`, []statusKind{kindReady}, ""},
+		{"oversized line", ready + `{"kind":"exit","msg":"` + strings.Repeat("a", maxStatusLine) + `"}` + "\n" + exit, []statusKind{kindReady}, "longer than"},
 		{"endless line", strings.Repeat("x", 3*maxStatusLine), nil, "longer than"},
 		{"garbage", "\x00\xff garbage\n" + exit, nil, "bad message"},
 		{"unknown field", `{"kind":"exit","extra":1}` + "\n", nil, "bad message"},
@@ -57,7 +57,7 @@ func TestReadStatus(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			evs := collectStatus(t, strings.NewReader(tc.input))
-			var kinds []string
+			var kinds []statusKind
 			var fatal error
 			for i, ev := range evs {
 				if ev.err != nil {

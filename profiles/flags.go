@@ -90,8 +90,8 @@ func (p *Profile) ApplyFlags(value func(name string) ([]string, bool)) error {
 	if len(errs) > 0 {
 		return errs
 	}
-	if _, netGiven := value("net"); !netGiven && p.Network.Mode != "allow" && len(p.Network.Allow) > 0 && p.Origin("network.allow").Kind == FromFlag {
-		p.Network.Mode = "allow"
+	if _, netGiven := value("net"); !netGiven && p.Network.Mode != NetworkAllow && len(p.Network.Allow) > 0 && p.Origin("network.allow").Kind == FromFlag {
+		p.Network.Mode = NetworkAllow
 		p.setOrigin("network.mode", Origin{Kind: FromFlag, Name: "--allow-host"})
 	}
 	return p.Validate()

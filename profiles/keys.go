@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/internal/units"
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
 // kind is how a key's value is written and checked.
@@ -48,10 +49,10 @@ var Layers = []string{"cgroup", "seccomp", "landlock", "netns", "userns"}
 
 // The enums, with the safe choice first.
 var (
-	outputPolicies  = []string{"truncate", "kill"}
-	networkModes    = []string{"none", "allow"}
-	seccompPolicies = []string{"allowlist", "denylist", "none"}
-	landlockModes   = []string{"on", "off"}
+	outputPolicies  = []string{OutputTruncate, OutputKill}
+	networkModes    = []string{NetworkNone, NetworkAllow}
+	seccompPolicies = policyname.All()
+	landlockModes   = []string{LandlockOn, LandlockOff}
 )
 
 // Upper bounds that the kernel sets: pid_max can be at most 2^22

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/sbx-sandbox/sbx/internal/oserr"
 )
 
 //go:embed *.toml
@@ -253,12 +255,8 @@ func (l *loader) read(src source) ([]byte, error) {
 		return builtin.ReadFile(src.origin.Name + ".toml")
 	}
 	data, err := l.readFile(src.path)
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		// "open ./x.toml: no such file": the path is already named.
-		err = pe.Err
-	}
-	return data, err
+	// "open ./x.toml: no such file": the path is already named.
+	return data, oserr.WithoutPath(err)
 }
 
 // loadChain reads one profile over what it extends. It goes on after

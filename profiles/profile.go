@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/internal/units"
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
 // DefaultName is the profile used when none is given.
@@ -121,6 +122,20 @@ type Filesystem struct {
 	ROBinds []string `toml:"ro_binds"`
 }
 
+// The values of the profile's string enums (keys.go lists them, the safe
+// choice first), so that code compares with a name, not a literal.
+const (
+	// limits.output_policy
+	OutputTruncate = "truncate" // keep the head and the tail, let the program run
+	OutputKill     = "kill"     // end the run with status output_limit
+	// network.mode
+	NetworkNone  = "none"  // only a loopback interface
+	NetworkAllow = "allow" // egress through sbx's proxy, to network.allow only
+	// landlock.mode
+	LandlockOn  = "on"
+	LandlockOff = "off"
+)
+
 // Network says what the sandbox may reach.
 type Network struct {
 	// Mode is "none" (only a loopback interface: no network at all) or
@@ -179,7 +194,7 @@ func Defaults() Profile {
 			CPUTime:         units.Duration(60 * time.Second),
 			WallTime:        units.Duration(120 * time.Second),
 			Output:          10 << 20,
-			OutputPolicy:    "truncate",
+			OutputPolicy:    OutputTruncate,
 			WorkspaceSize:   512 << 20,
 			WorkspaceInodes: 65536,
 			TmpSize:         256 << 20,
@@ -191,9 +206,9 @@ func Defaults() Profile {
 			Msgqueue:        64 << 10,
 		},
 		Filesystem: Filesystem{Workspace: "/workspace"},
-		Network:    Network{Mode: "none", MaxConnections: 16, MaxBytesOut: 64 << 20, MaxBytesIn: 256 << 20, IdleTimeout: units.Duration(60 * time.Second)},
-		Seccomp:    Seccomp{Policy: "denylist"},
-		Landlock:   Landlock{Mode: "on"},
+		Network:    Network{Mode: NetworkNone, MaxConnections: 16, MaxBytesOut: 64 << 20, MaxBytesIn: 256 << 20, IdleTimeout: units.Duration(60 * time.Second)},
+		Seccomp:    Seccomp{Policy: policyname.Denylist},
+		Landlock:   Landlock{Mode: LandlockOn},
 		Sandbox:    Sandbox{UID: 1000, Hostname: "sbx"},
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sbx-sandbox/sbx/nsjail"
+	"github.com/sbx-sandbox/sbx/nsjail/spec"
 	"github.com/sbx-sandbox/sbx/rootfs"
 )
 
@@ -29,13 +29,13 @@ func BaseEnv(home string) []string {
 
 // Spec turns the profile into the Spec of one sandbox; extraEnv (KEY=VALUE,
 // from flags) overrides the profile's env, which overrides BaseEnv.
-func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
+func (p *Profile) Spec(id string, extraEnv []string) (spec.Spec, error) {
 	l := p.Limits
 	fs := p.Filesystem
 	uid := p.Sandbox.UID
 	var ns string
-	if p.Network.Mode == "allow" {
-		ns = nsjail.DNSStubIP
+	if p.Network.Mode == NetworkAllow {
+		ns = spec.DNSStubIP
 	}
 	plan, err := rootfs.Plan(rootfs.Options{
 		Nameserver:      ns,
@@ -51,11 +51,11 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 		Identity:        rootfs.Identity{UID: uid, GID: uid, Hostname: p.Sandbox.Hostname, Home: fs.Workspace},
 	})
 	if err != nil {
-		return nsjail.Spec{}, err
+		return spec.Spec{}, err
 	}
 	env := mergeEnv(BaseEnv(fs.Workspace), p.Env, extraEnv)
-	return nsjail.Spec{
-		Version:   nsjail.SpecVersion,
+	return spec.Spec{
+		Version:   spec.SpecVersion,
 		ID:        id,
 		Profile:   p.Name,
 		Hostname:  p.Sandbox.Hostname,
@@ -66,8 +66,8 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 		Workdir:   fs.Workspace,
 		Env:       env,
 		Seccomp:   p.Seccomp.Policy,
-		Landlock:  p.Landlock.Mode == "on",
-		Rlimits: []nsjail.Rlimit{
+		Landlock:  p.Landlock.Mode == LandlockOn,
+		Rlimits: []spec.Rlimit{
 			// No core dumps. 1, not 0: a core file needs at least a page,
 			// so 1 writes none into the workspace, and when core_pattern
 			// is a pipe the kernel ignores RLIMIT_CORE except for the

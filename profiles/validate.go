@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sbx-sandbox/sbx/netproxy"
+	"github.com/sbx-sandbox/sbx/netproxy/allowlist"
 	"github.com/sbx-sandbox/sbx/rootfs"
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
 // Validate checks every value of the effective profile; each problem
@@ -155,13 +156,13 @@ var ownedWhat = map[string]string{"proc": "procfs", "dev": "/dev (a few device n
 
 func checkAllow(p *Profile) string {
 	// One grammar: the proxy's own parser decides what a pattern means.
-	if _, err := netproxy.ParseAllow(p.Network.Allow); err != nil {
+	if _, err := allowlist.Parse(p.Network.Allow); err != nil {
 		return err.Error()
 	}
 	// In a file, hosts with mode "none" are a mistake: the user meant to
 	// reach them. --net none on a command line means "cut the network",
 	// whatever the profile lists.
-	if len(p.Network.Allow) > 0 && p.Network.Mode == "none" && p.Origin("network.mode").Kind != FromFlag {
+	if len(p.Network.Allow) > 0 && p.Network.Mode == NetworkNone && p.Origin("network.mode").Kind != FromFlag {
 		return `hosts are listed but network.mode is "none" (set mode = "allow", or allow = [])`
 	}
 	return ""
@@ -210,13 +211,13 @@ func (p *Profile) Warnings() []string {
 	warn := func(key string, value any, msg string) {
 		out = append(out, fmt.Sprintf("%s = %s (%s): %s", key, formatTOML(value), p.Origin(key), msg))
 	}
-	if p.Seccomp.Policy == "none" {
+	if p.Seccomp.Policy == policyname.None {
 		warn("seccomp.policy", p.Seccomp.Policy, "no syscall filter: the whole kernel interface is open to the payload, the usual way out of a sandbox")
 	}
-	if p.Landlock.Mode == "off" {
+	if p.Landlock.Mode == LandlockOff {
 		warn("landlock.mode", p.Landlock.Mode, "no Landlock ruleset: only the mounts keep the payload from writing outside the workspace and /tmp")
 	}
-	if p.Network.Mode == "allow" {
+	if p.Network.Mode == NetworkAllow {
 		warn("network.mode", p.Network.Mode, "the payload can reach the hosts of network.allow through sbx's proxy")
 	}
 	if p.Sandbox.UID == 0 {

@@ -5,23 +5,27 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
-// Names of the built-in policies, as profiles name them.
+// Names of the built-in policies, as profiles name them. They are
+// policyname's, a package without cgo, so that what only names a policy
+// (the Spec, the profile parser) builds without libseccomp.
 const (
 	// Allowlist is strict's policy: only what CPython 3.11 with numpy,
 	// pandas and matplotlib (and the sandbox init) need.
-	Allowlist = "allowlist"
+	Allowlist = policyname.Allowlist
 	// Denylist is standard's policy: everything but the known escape and
 	// kernel attack surface.
-	Denylist = "denylist"
+	Denylist = policyname.Denylist
 	// None means no syscall policy: a disabled security layer. A run
 	// still loads the init guard (ForRun).
-	None = "none"
+	None = policyname.None
 )
 
 // Names lists the policy names Builtin accepts.
-func Names() []string { return []string{Allowlist, Denylist, None} }
+func Names() []string { return policyname.All() }
 
 // Builtin returns a fresh copy of the named built-in policy, or nil (and no
 // error) for "none".
