@@ -48,6 +48,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "queue", Value: -1, Usage: "runs that may wait for a worker (`N`) before a request gets 429 (default: 2 x --max-concurrent)"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run to `FILE` (fsync'd), with request_id, token name and metadata"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed (`DURATION`)"},
+			&cli.DurationFlag{Name: "body-timeout", Value: serve.DefaultBodyTimeout, Usage: "how long a client may take to send its request body (`DURATION`; 408 past it); it holds no worker meanwhile"},
 			&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body, in `BYTES` (413 past it)"},
 		},
 		Action: serveAction,
@@ -66,6 +67,7 @@ func serveAction(c *cli.Context) error {
 		Queue:         c.Int("queue"),
 		DrainTimeout:  c.Duration("drain-timeout"),
 		MaxBody:       c.Int64("max-body"),
+		BodyTimeout:   c.Duration("body-timeout"),
 	}
 	if cfg.MaxConcurrent <= 0 {
 		return fail(fmt.Errorf("--max-concurrent %d: must be 1 or more", cfg.MaxConcurrent))

@@ -162,6 +162,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	case cause != nil && r.Context().Err() != nil, errors.Is(cause, errClientGone):
 		res.Warnings = append(res.Warnings, "the client went away: the run was cancelled")
 	}
+	// An input's source is the server's temp file, gone with the
+	// request: the client knows it by where it came in the request.
+	for i := range res.Inputs {
+		res.Inputs[i].Source = inputSource(req, res.Inputs[i].Path)
+	}
 	resp := &ExecResponse{Result: res, RequestID: reqID}
 	if req.Outputs {
 		resp.Outputs = s.outputs(res, outDir)
@@ -185,6 +190,20 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// inputSource names where an input came from in the request: "code", or
+// "files[N]".
+func inputSource(req *ExecRequest, path string) string {
+	if req.Code != nil && path == codeFile {
+		return "code"
+	}
+	for i, f := range req.Files {
+		if f.Path == path {
+			return fmt.Sprintf("files[%d]", i)
+		}
+	}
+	return ""
+}
+
 // errClientGone cancels a run whose streamed response cannot be written.
 var errClientGone = errors.New("the client went away")
 
@@ -193,10 +212,18 @@ var errClientGone = errors.New("the client went away")
 func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (*ExecRequest, int, error) {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
-	// The deadline goes once the body is in: net/http's background read,
-	// which notices a client going away, would end the run at it.
-	defer rc.SetReadDeadline(time.Time{})
 	req, err := decodeRequest(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err == nil {
+		// The deadline goes once the body is in: net/http's background
+		// read, which notices a client going away, would end the run at
+		// it.
+		rc.SetReadDeadline(time.Time{})
+	} else {
+		// The deadline stays: net/http reads what is left of a body
+		// after the handler, and a client that stalls would hold the
+		// connection for ever. The connection closes after the answer.
+		w.Header().Set("Connection", "close")
+	}
 	var mbe *http.MaxBytesError
 	var ne net.Error
 	switch {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -71,7 +72,8 @@ func decodeRequest(body io.Reader) (*ExecRequest, error) {
 	var req ExecRequest
 	if err := dec.Decode(&req); err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		if errors.As(err, &mbe) || errors.As(err, &ne) {
 			return nil, err
 		}
 		return nil, badf("request body: %v", err)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -245,6 +246,9 @@ func TestServeExec(t *testing.T) {
 		}
 		if b, _ := base64.StdEncoding.DecodeString(f.Outputs[0].ContentB64); string(b) != "HELLO\nfrom stdin\nhi" {
 			t.Errorf("out.txt = %q", b)
+		}
+		if len(f.Inputs) != 1 || f.Inputs[0].Source != "files[0]" {
+			t.Errorf("inputs name a host path of the server: %+v", f.Inputs)
 		}
 		for _, e := range f.Files {
 			if e.CopiedTo != "" {
@@ -544,6 +548,47 @@ func TestServeDrain(t *testing.T) {
 			if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
 				t.Errorf("cgroups of run %s left: %v", id, cg)
 			}
+		}
+	})
+}
+
+// A slow client holds a connection, never the worker: with one worker
+// and no queue, a client stuck in its body does not make the next request
+// a 429, and is answered 408 when its body deadline passes. A body past
+// --max-body is a 413, and too many files a 400.
+func TestServeHostileClients(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "", "--max-concurrent", "1", "--queue", "0", "--max-body", "65536", "--body-timeout", "2s")
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"code\": \"pri")
+		time.Sleep(300 * time.Millisecond)
+		res, _ := s.exec(map[string]any{"code": "print(1)"})
+		if res.Status != nsjail.StatusOK {
+			t.Errorf("next to a stalled client: %s %s", res.Status, res.Message)
+		}
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if status, err := readLine(conn); !strings.Contains(status, " 408 ") {
+			t.Errorf("the stalled client got %q (%v), want 408 after --body-timeout", status, err)
+		}
+		big := s.do("POST", "/v1/exec", map[string]any{"code": strings.Repeat("#", 100000)})
+		b, _ := io.ReadAll(big.Body)
+		big.Body.Close()
+		if big.StatusCode != 413 || !strings.Contains(string(b), "--max-body") {
+			t.Errorf("a body past --max-body: %s %s", big.Status, b)
+		}
+		files := make([]map[string]any, 300)
+		for i := range files {
+			files[i] = map[string]any{"path": fmt.Sprintf("f%d", i), "content_b64": ""}
+		}
+		many := s.do("POST", "/v1/exec", map[string]any{"code": "1", "files": files})
+		b, _ = io.ReadAll(many.Body)
+		many.Body.Close()
+		if many.StatusCode != 400 || !strings.Contains(string(b), "files: 300 files") {
+			t.Errorf("300 files: %s %s", many.Status, b)
 		}
 	})
 }
