@@ -19,8 +19,8 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/doctor"
+	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/internal/version"
-	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 	"github.com/sbx-sandbox/sbx/seccomp"
@@ -56,7 +56,7 @@ func doctorCommand() *cli.Command {
 					printSelfTest(rep)
 				}
 				if !rep.OK {
-					exitCode = 1
+					return cli.Exit("", 1)
 				}
 				return nil
 			}
@@ -67,7 +67,7 @@ func doctorCommand() *cli.Command {
 				printDoctor(rep)
 			}
 			if !rep.OK {
-				exitCode = 1
+				return cli.Exit("", 1)
 			}
 			return nil
 		},
@@ -152,24 +152,15 @@ print(json.dumps({"version": sys.version.split()[0], "modules": mods}))`
 // trialSandbox builds a real sandbox with the default profile and runs the
 // trial script in it.
 func trialSandbox() (doctor.Check, *trialPython) {
-	prof, err := profiles.Load(profiles.DefaultName)
+	cfg, err := engine.Build(newRunID(), engine.Request{Profile: profiles.DefaultName})
 	if err != nil {
 		return doctor.Check{Status: doctor.Fail, Detail: err.Error()}, nil
 	}
-	spec, err := prof.Spec(newRunID(), nil)
-	if err != nil {
-		return doctor.Check{Status: doctor.Fail, Detail: err.Error()}, nil
-	}
+	cfg.Host.Output, cfg.Host.Wall = 1<<20, 60*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()
-	res := nsjail.Run(ctx, &nsjail.Job{
-		Spec:        spec,
-		Payload:     nsjail.Payload{Argv: []string{"python3", "-c", trialScript}},
-		OutputLimit: 1 << 20,
-		Timeout:     60 * time.Second,
-		Limits:      profileLimits(prof),
-	})
+	res := engine.Run(ctx, cfg, nsjail.Payload{Argv: []string{"python3", "-c", trialScript}}, engine.Options{})
 	switch {
 	case res.Status == nsjail.StatusSetupError:
 		return doctor.Check{Status: doctor.Fail, Detail: res.Message, Fix: "see the other checks; user namespaces are the usual cause"}, nil
@@ -228,56 +219,6 @@ func printDoctor(r *doctorReport) {
 	}
 }
 
-// profileLimits is the part of a profile that nsjail.Limits carries.
-func profileLimits(p *profiles.Profile) nsjail.Limits {
-	return nsjail.Limits{
-		MemoryBytes:   int64(p.Limits.Memory),
-		Pids:          p.Limits.Pids,
-		CPUs:          p.Limits.CPUs,
-		CPUTime:       time.Duration(p.Limits.CPUTime),
-		OutputKill:    p.Limits.OutputPolicy == "kill",
-		RequireCgroup: requires(p, "cgroup"),
-	}
-}
-
-func requires(p *profiles.Profile, layer string) bool {
-	for _, r := range p.Require {
-		if r == layer {
-			return true
-		}
-	}
-	return false
-}
-
-// checkRequired fails a run before anything starts when a required layer
-// cannot be had: the policy turns it off, or the host lacks it. The
-// cgroup is checked when it is created (nsjail.Limits.RequireCgroup).
-func checkRequired(p *profiles.Profile) error {
-	for _, layer := range p.Require {
-		switch layer {
-		case "seccomp":
-			if p.Seccomp.Policy == seccomp.None {
-				return fmt.Errorf("the profile requires seccomp, but seccomp.policy is \"none\" (%s): set it to allowlist or denylist", p.Origin("seccomp.policy"))
-			}
-			if c := doctor.SeccompUserNotif(); c.Status == doctor.Fail {
-				return fmt.Errorf("the profile requires seccomp: %s (fix: %s)", c.Detail, c.Fix)
-			}
-		case "landlock":
-			if p.Landlock.Mode != "on" {
-				return fmt.Errorf("the profile requires landlock, but landlock.mode is %q (%s): set it to \"on\"", p.Landlock.Mode, p.Origin("landlock.mode"))
-			}
-			if c := doctor.Landlock(nsjail.LandlockABI()); c.Status != doctor.OK {
-				return fmt.Errorf("the profile requires landlock: %s (fix: %s)", c.Detail, c.Fix)
-			}
-		case "userns", "netns":
-			// sbx always runs in its own user and network namespaces:
-			// without them there is no sandbox at all, and the run fails
-			// before the payload starts, naming the cause.
-		}
-	}
-	return nil
-}
-
 // attemptGrace is how long past its wall limit an attempt may take before
 // the self-test gives up on it (sbx must never take that long).
 const attemptGrace = 15 * time.Second
@@ -300,30 +241,14 @@ func runAttempt(a doctor.Attempt) *doctor.Outcome {
 	if a.AllowHost != "" {
 		prof.Network.Mode, prof.Network.Allow = "allow", []string{a.AllowHost}
 	}
-	if err := checkRequired(prof); err != nil {
-		o.Err = err
-		return o
-	}
-	spec, err := prof.Spec(newRunID(), nil)
+	cfg, err := engine.FromProfile(newRunID(), prof, nil, "")
 	if err != nil {
 		o.Err = err
 		return o
 	}
+	cfg.Host.Wall = min(cfg.Host.Wall, 20*time.Second)
 	args := append([]string{"python3", "-c", src}, a.Args...)
-	job := &nsjail.Job{
-		Spec:        spec,
-		OutputLimit: int64(prof.Limits.Output),
-		Timeout:     min(time.Duration(prof.Limits.WallTime), 20*time.Second),
-		Limits:      profileLimits(prof),
-	}
-	var proxy *netproxy.Proxy
-	if prof.Network.Mode == "allow" {
-		if proxy, err = newProxy(prof, nil); err != nil {
-			o.Err = err
-			return o
-		}
-		job.Proxy = proxy
-	}
+	var opts engine.Options
 	var after func()
 	finished := make(chan struct{})
 	switch a.Host {
@@ -343,12 +268,12 @@ func runAttempt(a doctor.Attempt) *doctor.Outcome {
 			return o
 		}
 		defer os.RemoveAll(dir)
-		job.OutputDir = filepath.Join(dir, "out")
-		after = func() { o.OutputBytes = bytesToRead(job.OutputDir) }
+		opts.OutputDir = filepath.Join(dir, "out")
+		after = func() { o.OutputBytes = bytesToRead(opts.OutputDir) }
 	case doctor.HostInotify:
 		pr, pw := io.Pipe()
 		ready := newLineSignal()
-		job.Stdin, job.Stdout = pr, ready
+		opts.Stdin, opts.Stdout = pr, ready
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
@@ -363,22 +288,20 @@ func runAttempt(a doctor.Attempt) *doctor.Outcome {
 		}()
 		after = wg.Wait
 	}
-	job.Payload = nsjail.Payload{Argv: args}
 	hwm := peakRSSKB()
 	done := make(chan *nsjail.Result, 1)
-	go func() { done <- nsjail.Run(context.Background(), job) }()
+	go func() { done <- engine.Run(context.Background(), cfg, nsjail.Payload{Argv: args}, opts) }()
 	select {
 	case o.Result = <-done:
 		close(finished)
-	case <-time.After(job.Timeout + attemptGrace):
-		o.Err = fmt.Errorf("sbx did not return within %v of the payload's %v wall limit", attemptGrace, job.Timeout)
+	case <-time.After(cfg.Host.Wall + attemptGrace):
+		o.Err = fmt.Errorf("sbx did not return within %v of the payload's %v wall limit", attemptGrace, cfg.Host.Wall)
 		return o
 	}
 	if after != nil {
 		after()
 	}
-	if proxy != nil {
-		o.Result.Network = proxy.Attempts()
+	if cfg.Proxy != nil {
 		o.Host["supervisor_rss_growth"] = fmt.Sprintf("%d KiB", peakRSSKB()-hwm)
 	}
 	var out any

@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,31 +21,40 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/sbx-sandbox/sbx/audit"
+	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/internal/version"
-	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 	"github.com/sbx-sandbox/sbx/seccomp"
 )
-
-// t0 is when sbx started, for --debug-timings.
-var t0 int64
 
 func main() {
 	// The re-executed init must not see the CLI at all.
 	if nsjail.IsInit() {
 		nsjail.Init()
 	}
-	t0 = nsjail.MonotonicNS()
-	seccompRules = policyRules
-	os.Exit(run(os.Args))
+	t0 := nsjail.MonotonicNS()
+	os.Exit(runWith(os.Args, deps{t0: t0, seccompRules: policyRules}))
 }
+
+// deps are what main hands the commands, instead of package globals.
+type deps struct {
+	// t0 is when sbx started, on CLOCK_MONOTONIC, for --debug-timings.
+	t0 int64
+	// seccompRules prints the rules of a seccomp policy for `sbx profile
+	// show`, one line per rule with its reason; nil prints the policy by
+	// name only (profiles/ need not import seccomp/).
+	seccompRules func(policy string) ([]string, error)
+}
+
+// metaExit is the key of App.Metadata where a command that cannot return
+// an error (CommandNotFound) leaves its exit status.
+const metaExit = "exit"
 
 // policyRules is the effective seccomp policy, entry by entry with its
 // reason, for `sbx profile show`: for "none", the init guard a run still
@@ -59,8 +67,13 @@ func policyRules(name string) ([]string, error) {
 	return strings.Split(strings.TrimRight(p.String(), "\n"), "\n"), nil
 }
 
+// run is runWith at the time of the call, without the seccomp hook.
 func run(args []string) int {
-	app := newApp(args)
+	return runWith(args, deps{t0: nsjail.MonotonicNS()})
+}
+
+func runWith(args []string, d deps) int {
+	app := newAppWith(args, d)
 	if err := app.Run(args); err != nil {
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
@@ -72,11 +85,11 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "sbx: "+err.Error())
 		return nsjail.ExitSbxFailed
 	}
-	return exitCode
+	if code, ok := app.Metadata[metaExit].(int); ok {
+		return code
+	}
+	return 0
 }
-
-// exitCode is what the exec action decided; cli.Exit is kept for errors.
-var exitCode int
 
 func usageError(c *cli.Context, err error, _ bool) error {
 	return cli.Exit(fmt.Sprintf("%v (see '%s --help')", explainFlagError(err, c.Command.Flags), helpName(c)), nsjail.ExitSbxFailed)
@@ -112,7 +125,7 @@ func dashed(name string) string {
 // commandNotFound is for `sbx X` and `sbx profile X`: the hint names the
 // closest command and the help of the command that has them.
 func commandNotFound(c *cli.Context, name string) {
-	exitCode = nsjail.ExitSbxFailed
+	c.App.Metadata[metaExit] = nsjail.ExitSbxFailed
 	cmds := c.App.Commands
 	if c.Command != nil && len(c.Command.Subcommands) > 0 {
 		cmds = c.Command.Subcommands
@@ -164,14 +177,17 @@ func versionCommand() *cli.Command {
 // docs only (gendocs.go; `make docs`).
 var genDocsCommand func() *cli.Command
 
-func newApp(args []string) *cli.App {
+func newApp(args []string) *cli.App { return newAppWith(args, deps{t0: nsjail.MonotonicNS()}) }
+
+func newAppWith(args []string, d deps) *cli.App {
 	// --version only: -v would read as --verbose to many.
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit of this sbx"}
 	cli.VersionPrinter = func(*cli.Context) { fmt.Println(versionLine()) }
 	commands := []*cli.Command{
-		execCommand(args),
-		profileCommand(),
+		execCommand(args, d.t0),
+		profileCommand(d.seccompRules),
 		doctorCommand(),
+		serveCommand(),
 		versionCommand(),
 	}
 	if genDocsCommand != nil {
@@ -190,10 +206,11 @@ func newApp(args []string) *cli.App {
 		OnUsageError:    usageError,
 		CommandNotFound: commandNotFound,
 		Commands:        commands,
+		Metadata:        map[string]any{},
 	}
 }
 
-func execCommand(rawArgs []string) *cli.Command {
+func execCommand(rawArgs []string, t0 int64) *cli.Command {
 	return &cli.Command{
 		Name:      "exec",
 		Usage:     "run a Python script, Python code, or a program in a sandbox",
@@ -232,12 +249,13 @@ func execCommand(rawArgs []string) *cli.Command {
 			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
 			&cli.StringSliceFlag{Name: "resolve", Usage: "with --net allow, resolve `NAME:PORT:ADDR` to ADDR for this run, like curl's --resolve (repeatable); NAME must still be allowed"},
 		}, profileFlags()...),
-		Action: func(c *cli.Context) error { return execAction(c, rawArgs) },
+		Action: func(c *cli.Context) error { return execAction(c, rawArgs, t0) },
 	}
 }
 
-// execAction turns flags into a Job, runs it, and reports.
-func execAction(c *cli.Context, rawArgs []string) error {
+// execAction is flags in, Result out: engine.Build makes the Config,
+// engine.Run runs it, and the Result is printed or streamed.
+func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 	marks := []nsjail.Mark{{Name: "sbx: flags parsed", NS: nsjail.MonotonicNS()}}
 	id := newRunID()
 	asJSON := c.Bool("json")
@@ -248,7 +266,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	fail := func(err error) error {
 		res := nsjail.SetupFailure(id, c.String("profile"), err)
 		if log != nil {
-			if lerr := writeAudit(log, res, nil, payload, false); lerr != nil {
+			if lerr := engine.Audit(log, nil, res, payload, false, engine.Who{}); lerr != nil {
 				res.Message += "; " + lerr.Error()
 				err = fmt.Errorf("%w; %v", err, lerr)
 			}
@@ -265,14 +283,17 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		}
 		defer log.Close()
 	}
-	prof, err := profiles.Load(c.String("profile"))
+	cfg, err := engine.Build(id, engine.Request{
+		Profile:     c.String("profile"),
+		Flags:       flagValues(c),
+		Resolve:     c.StringSlice("resolve"),
+		ResolveFlag: "--resolve",
+	})
 	if err != nil {
 		return fail(err)
 	}
-	if err := applyFlags(c, prof); err != nil {
-		return fail(err)
-	}
-	warnings := clampToHost(prof)
+	prof := cfg.Profile
+	var warnings []string
 	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {
 		return fail(fmt.Errorf("--input-dir given twice (%s): give one directory, and single files with --file", strings.Join(*dirs, ", ")))
 	}
@@ -298,6 +319,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		return fail(err)
 	}
 	warnings = append(warnings, sc.warnings...)
+	cfg.Warnings = append(cfg.Warnings, warnings...)
 	payload.Files = append(inputs, payload.Files...)
 	if dir := c.String("output-dir"); dir != "" && !c.Bool("overwrite-output") {
 		if err := checkOutputEmpty(dir); err != nil {
@@ -311,22 +333,15 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		}
 	}
 	marks = append(marks, nsjail.Mark{Name: "sbx: profile and payload ready", NS: nsjail.MonotonicNS()})
-	if err := checkRequired(prof); err != nil {
-		return fail(err)
-	}
 	// --env is the request's: it travels with the payload, not the Spec.
 	payload.Env = env
-	spec, err := prof.Spec(id, nil)
-	if err != nil {
-		return fail(err)
-	}
-	if err := checkExecSize(payload.Argv, spec.Env, c.IsSet("c")); err != nil {
+	if err := checkExecSize(payload.Argv, cfg.Spec.Env, c.IsSet("c")); err != nil {
 		return fail(err)
 	}
 	// What sbx found before the run (inputs skipped, a script that may
 	// not be Python) is said now in terminal mode, and in the Result.
 	if !asJSON {
-		for _, w := range warnings {
+		for _, w := range cfg.Warnings {
 			fmt.Fprintln(os.Stderr, "sbx: warning: "+w)
 		}
 	}
@@ -338,59 +353,19 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	job := &nsjail.Job{
-		Spec:        spec,
-		Payload:     payload,
-		Stdin:       stdin,
-		OutputLimit: int64(prof.Limits.Output),
-		Timeout:     time.Duration(prof.Limits.WallTime),
-		OutputDir:   c.String("output-dir"),
-		Signals:     sigs,
-		Limits:      profileLimits(prof),
-	}
-	var proxy *netproxy.Proxy
-	if prof.Network.Mode == "allow" {
-		if proxy, err = newProxy(prof, c.StringSlice("resolve")); err != nil {
-			return fail(err)
-		}
-		job.Proxy = proxy
-	} else if len(c.StringSlice("resolve")) > 0 {
-		return fail(errors.New("--resolve: the network is off (network.mode \"none\"); use --net allow --allow-host NAME"))
-	}
+	opts := engine.Options{Stdin: stdin, OutputDir: c.String("output-dir"), Signals: sigs}
 	if !asJSON {
-		job.Stdout, job.Stderr = os.Stdout, os.Stderr
+		opts.Stdout, opts.Stderr = os.Stdout, os.Stderr
 	}
 	if c.Bool("debug-timings") {
 		marks = append(marks, nsjail.Mark{Name: "sbx: spec built", NS: nsjail.MonotonicNS()})
-		job.Timings, job.T0, job.Marks = os.Stderr, t0, marks
+		opts.Timings, opts.T0, opts.Marks = os.Stderr, t0, marks
 	}
-	res := nsjail.Run(context.Background(), job)
-	res.Warnings = append(warnings, res.Warnings...)
+	res := engine.Run(context.Background(), cfg, payload, opts)
 	outWarnings := outputWarnings(res.Files, c.String("output-dir"))
 	res.Warnings = append(res.Warnings, outWarnings...)
-	if proxy != nil {
-		res.Network = proxy.Attempts()
-		sum := proxy.Summary()
-		res.NetworkSummary, res.NetworkTruncated = &sum, sum.Truncated()
-		if sum.Dropped > 0 {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d more attempts were not recorded (the log keeps %d records, %d KiB)",
-				sum.Dropped, netproxy.MaxAttempts, netproxy.MaxAttemptBytes>>10))
-		}
-		if u := proxy.Unforwarded(); len(u) > 0 {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d allowlisted names have no address of their own (the run keeps at most %d transparent listeners), so they are reachable through the proxy variables only, starting with %s",
-				len(u), netproxy.MaxForwards, u[0]))
-		}
-		if sum.DNS.RateLimited > 0 {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d DNS queries were dropped unanswered: the stub's rate limit (%d at once, then %g a second) or its %d TCP connections",
-				sum.DNS.RateLimited, netproxy.DefaultDNSBurst, netproxy.DefaultDNSRate, netproxy.MaxDNSStreams))
-		}
-		if sum.RateLimited > 0 {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("network: %d connections were closed unread: refused requests went past the proxy's rate limit (%d at once, then %g a second)",
-				sum.RateLimited, netproxy.DefaultRefusalBurst, netproxy.DefaultRefusalRate))
-		}
-	}
 	if log != nil {
-		if err := writeAudit(log, res, prof, payload, c.Bool("audit-output")); err != nil {
+		if err := engine.Audit(log, cfg, res, payload, c.Bool("audit-output"), engine.Who{}); err != nil {
 			res.Status, res.ExitCode, res.Signal = nsjail.StatusSetupError, nsjail.ExitSbxFailed, nil
 			res.Message = err.Error()
 		}
@@ -411,7 +386,9 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if res.Status == nsjail.StatusSetupError {
 		return cli.Exit(res.Message, nsjail.ExitSbxFailed)
 	}
-	exitCode = res.ProcessExitCode()
+	if code := res.ProcessExitCode(); code != 0 {
+		return cli.Exit("", code)
+	}
 	return nil
 }
 
@@ -432,57 +409,6 @@ func (v *everyValue) String() string {
 		return ""
 	}
 	return (*v)[len(*v)-1]
-}
-
-// newProxy is the host side of --net allow: the profile's allowlist and
-// limits, and --resolve pins (NAME:PORT:ADDR).
-func newProxy(p *profiles.Profile, resolves []string) (*netproxy.Proxy, error) {
-	pins := map[string]string{}
-	for _, r := range resolves {
-		i := strings.Index(r, ":")
-		j := strings.Index(r[i+1:], ":") + i + 1
-		if i <= 0 || j <= i+1 || j == len(r)-1 {
-			return nil, fmt.Errorf("--resolve %q: want NAME:PORT:ADDR, e.g. api.example.com:443:127.0.0.1", r)
-		}
-		pins[r[:j]] = r[j+1:]
-	}
-	n := p.Network
-	return netproxy.New(netproxy.Config{
-		Allow:        n.Allow,
-		Resolve:      pins,
-		MaxConns:     int(n.MaxConnections),
-		MaxBytesUp:   int64(n.MaxBytesOut),
-		MaxBytesDown: int64(n.MaxBytesIn),
-		IdleTimeout:  time.Duration(n.IdleTimeout),
-	})
-}
-
-// writeAudit records the run: the code run is identified by the script's
-// hash when there is one, else by the hash of the command line.
-func writeAudit(log *audit.Log, res *nsjail.Result, prof *profiles.Profile, payload nsjail.Payload, withOutput bool) error {
-	e := audit.FromResult(res, withOutput)
-	e.Argv = payload.Argv
-	if e.Argv == nil {
-		e.Argv = []string{}
-	}
-	if prof != nil {
-		pj, _ := json.Marshal(prof)
-		e.ProfileSHA256 = sha256Hex(pj)
-	}
-	e.CodeSHA256 = sha256Hex([]byte(strings.Join(payload.Argv, "\x00")))
-	if len(payload.Argv) > 1 && payload.Argv[0] == "python3" {
-		for _, in := range res.Inputs {
-			if in.Path == payload.Argv[1] {
-				e.CodeSHA256 = in.SHA256
-			}
-		}
-	}
-	return log.Write(e)
-}
-
-func sha256Hex(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
 }
 
 // payloadFromArgs reads the three forms: FILE.py [ARGS], -c CODE [ARGS],

@@ -14,14 +14,8 @@ import (
 	"github.com/sbx-sandbox/sbx/profiles"
 )
 
-// seccompRules is the hook through which `sbx profile show` prints the
-// rules of a seccomp policy, one line per rule with its reason. The
-// seccomp integration sets it (from a file of package main, so that
-// profiles/ need not import seccomp/); while it is nil, show prints the
-// policy by name only.
-var seccompRules func(policy string) ([]string, error)
-
-func profileCommand() *cli.Command {
+// profileCommand is `sbx profile`; seccompRules is deps.seccompRules.
+func profileCommand(seccompRules func(policy string) ([]string, error)) *cli.Command {
 	return &cli.Command{
 		Name:  "profile",
 		Usage: "list, show and check profiles",
@@ -48,7 +42,7 @@ func profileCommand() *cli.Command {
 				Flags: append([]cli.Flag{
 					&cli.BoolFlag{Name: "json", Usage: "print one JSON object: values with sources, warnings, seccomp"},
 				}, profileFlags()...),
-				Action: profileShow,
+				Action: func(c *cli.Context) error { return profileShow(c, seccompRules) },
 			},
 			{
 				Name:      "validate",
@@ -147,7 +141,7 @@ type showJSON struct {
 	} `json:"seccomp"`
 }
 
-func profileShow(c *cli.Context) error {
+func profileShow(c *cli.Context, seccompRules func(policy string) ([]string, error)) error {
 	// With no name, the profile `sbx exec` uses by default.
 	name := profiles.DefaultName
 	if c.NArg() > 0 {

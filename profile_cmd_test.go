@@ -13,6 +13,12 @@ import (
 // runSbx runs the CLI in-process with stdout and stderr captured.
 func runSbx(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runSbxWith(t, deps{}, args...)
+}
+
+// runSbxWith is runSbx with main's deps.
+func runSbxWith(t *testing.T, d deps, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	dir := t.TempDir()
 	outF, err := os.Create(filepath.Join(dir, "stdout"))
 	if err != nil {
@@ -24,7 +30,7 @@ func runSbx(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	}
 	oldOut, oldErr := os.Stdout, os.Stderr
 	os.Stdout, os.Stderr = outF, errF
-	code = run(append([]string{"sbx"}, args...))
+	code = runWith(append([]string{"sbx"}, args...), d)
 	os.Stdout, os.Stderr = oldOut, oldErr
 	outF.Close()
 	errF.Close()
@@ -100,11 +106,10 @@ func TestProfileShowFileAndFlags(t *testing.T) {
 // The seccomp integration fills the seccompRules hook; show prints its
 // lines under seccomp.policy, as comments.
 func TestProfileShowSeccompHook(t *testing.T) {
-	defer func(f func(string) ([]string, error)) { seccompRules = f }(seccompRules)
-	seccompRules = func(policy string) ([]string, error) {
+	rules := func(policy string) ([]string, error) {
 		return []string{policy + ": ptrace EPERM (host escape surface)"}, nil
 	}
-	_, out, _ := runSbx(t, "profile", "show", "standard")
+	_, out, _ := runSbxWith(t, deps{seccompRules: rules}, "profile", "show", "standard")
 	if !strings.Contains(out, "# standard:33\n#   denylist: ptrace EPERM (host escape surface)\n") {
 		t.Errorf("no rules under seccomp.policy:\n%s", out)
 	}

@@ -52,6 +52,13 @@ type Entry struct {
 	// network lists every attempt, and the counts of all of them.
 	NetworkTruncated bool          `json:"network_truncated"`
 	NetworkSummary   *spec.Summary `json:"network_summary"`
+
+	// RequestID, Token and Metadata say who asked, for a run of sbx
+	// serve: its request id, the name of the bearer token (never the
+	// token), and the request's free-form metadata object as sent.
+	RequestID string          `json:"request_id,omitempty"`
+	Token     string          `json:"token,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
 }
 
 // OutputCounts says how much the payload printed, even when the output

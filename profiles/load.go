@@ -53,6 +53,8 @@ func (o Origin) String() string {
 		return "default"
 	case FromFlag:
 		return "flag " + o.Name
+	case FromRequest:
+		return "request " + o.Name
 	}
 	if o.Line > 0 {
 		return fmt.Sprintf("%s:%d", o.Name, o.Line)
@@ -77,7 +79,7 @@ func newError(o Origin, format string, args ...any) *Error {
 // profiles are named by their name), or MSG alone for a flag.
 func (e *Error) Error() string {
 	switch {
-	case e.Origin.Kind == FromFlag:
+	case e.Origin.Kind == FromFlag, e.Origin.Kind == FromRequest:
 		return e.Msg
 	case e.Origin.Kind == FromDefault:
 		return "built-in defaults: " + e.Msg

@@ -75,7 +75,7 @@ func (f *field) validate(p *Profile) string {
 // and line, or the flag as the user typed it.
 func (p *Profile) problem(key string, value any, reason string) *Error {
 	o := p.Origin(key)
-	if o.Kind == FromFlag {
+	if o.Kind == FromFlag || o.Kind == FromRequest {
 		text := o.Text
 		if text == "" {
 			text = flagText(value)

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sbx-sandbox/sbx/audit"
+	"github.com/sbx-sandbox/sbx/nsjail"
+	"github.com/sbx-sandbox/sbx/profiles"
+	"github.com/sbx-sandbox/sbx/serve"
+)
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run sandboxes for clients over HTTP: POST /v1/exec gives the Result of sbx exec --json",
+		Description: "One server on this host, with this binary. Each POST /v1/exec runs one payload\n" +
+			"in a fresh sandbox, as sbx exec does, and answers with the same Result plus a\n" +
+			"request_id; with Accept: application/x-ndjson the output streams as it comes.\n\n" +
+			"Examples:\n" +
+			"   sbx serve                                     127.0.0.1:8377, no token (loopback only)\n" +
+			"   sbx serve --listen unix:/run/sbx/sbx.sock    a socket of mode 0660\n" +
+			"   sbx serve --listen 0.0.0.0:8377 --token-file /etc/sbx/tokens --audit-log /var/log/sbx.jsonl\n" +
+			"   curl -s -H \"Authorization: Bearer $T\" -d '{\"code\":\"print(1)\"}' http://127.0.0.1:8377/v1/exec\n\n" +
+			"A request: {\"code\" | \"argv\", \"profile\", \"limits\", \"env\", \"stdin\",\n" +
+			"\"files\": [{\"path\", \"content_b64\"}], \"outputs\": true, \"metadata\": {...}}. Its\n" +
+			"limits (\"memory\": \"256M\", \"wall_time\": \"5s\") may lower the profile's, never raise\n" +
+			"them (400, naming the key). Past --max-concurrent runs and --queue waiting: 429\n" +
+			"with Retry-After. SIGTERM drains: /readyz says 503, no new runs, the runs in\n" +
+			"flight get --drain-timeout, the rest are killed and answered; exit 0.\n\n" +
+			"The token file holds one NAME:TOKEN a line (the audit line names the token);\n" +
+			"SBX_TOKEN holds one token. A TCP address that is not loopback needs a token.\n" +
+			"Also GET /healthz, /readyz, /v1/version, /v1/profiles. See README.md.",
+		OnUsageError:    usageError,
+		HideHelpCommand: true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: serve.DefaultListen, Usage: "`ADDR` to serve on: HOST:PORT, or unix:/PATH (a socket of mode 0660)"},
+			&cli.StringFlag{Name: "token-file", Usage: "accept the bearer tokens in `FILE`: NAME:TOKEN lines (mode 0640 or less); else $SBX_TOKEN"},
+			&cli.StringSliceFlag{Name: "profiles", Usage: "the profiles clients may use, `NAME|FILE,...`; the first is a request's default", DefaultText: strings.Join(append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...), ",")},
+			&cli.IntFlag{Name: "max-concurrent", Value: runtime.NumCPU(), Usage: "`N` runs at once", DefaultText: fmt.Sprintf("the CPUs sbx may use, %d here", runtime.NumCPU())},
+			&cli.IntFlag{Name: "queue", Value: -1, Usage: "`N` runs may wait for a worker; past them a request gets 429", DefaultText: "2 x --max-concurrent"},
+			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run to `FILE` (fsync'd), with request_id, token name and metadata"},
+			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed: `DURATION`"},
+			&cli.DurationFlag{Name: "body-timeout", Value: serve.DefaultBodyTimeout, Usage: "how long a client may take to send its request body: `DURATION` (408 past it; it holds no worker meanwhile)"},
+			&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body: `BYTES` (413 past it)", DefaultText: "33554432, 32 MiB"},
+		},
+		Action: serveAction,
+	}
+}
+
+// serveAction is flags in, a server out, until SIGTERM or SIGINT drains it.
+func serveAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError(c, fmt.Errorf("unexpected argument %q", c.Args().First()), false)
+	}
+	fail := func(err error) error { return cli.Exit(err.Error(), nsjail.ExitSbxFailed) }
+	cfg := serve.Config{
+		Profiles:      c.StringSlice("profiles"),
+		MaxConcurrent: c.Int("max-concurrent"),
+		Queue:         c.Int("queue"),
+		DrainTimeout:  c.Duration("drain-timeout"),
+		MaxBody:       c.Int64("max-body"),
+		BodyTimeout:   c.Duration("body-timeout"),
+	}
+	if cfg.MaxConcurrent <= 0 {
+		return fail(fmt.Errorf("--max-concurrent %d: must be 1 or more", cfg.MaxConcurrent))
+	}
+	if cfg.Queue < 0 {
+		cfg.Queue = 2 * cfg.MaxConcurrent
+	}
+	if len(cfg.Profiles) == 0 {
+		cfg.Profiles = append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...)
+	}
+	switch path, env := c.String("token-file"), os.Getenv("SBX_TOKEN"); {
+	case path != "":
+		toks, err := serve.ReadTokens(path)
+		if err != nil {
+			return fail(err)
+		}
+		cfg.Tokens = toks
+	case env != "":
+		cfg.Tokens = []serve.Token{{Name: "SBX_TOKEN", Secret: env}}
+	}
+	if path := c.String("audit-log"); path != "" {
+		log, err := audit.Open(path)
+		if err != nil {
+			return fail(err)
+		}
+		defer log.Close()
+		cfg.Audit = log
+	}
+	srv, err := serve.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := serve.Listen(c.String("listen"), len(cfg.Tokens) > 0)
+	if err != nil {
+		return fail(err)
+	}
+	addr := ln.Addr().String()
+	if ln.Addr().Network() == "unix" {
+		addr = "unix:" + addr
+	}
+	auth := fmt.Sprintf("%d bearer tokens", len(cfg.Tokens))
+	if len(cfg.Tokens) == 0 {
+		auth = "no token (anyone who can connect may run code)"
+	}
+	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s\n",
+		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, auth)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fail(err)
+	case sig := <-sigs:
+		fmt.Fprintf(os.Stderr, "sbx serve: %v: draining (at most %v)\n", sig, cfg.DrainTimeout)
+		start := time.Now()
+		srv.Drain()
+		<-served
+		fmt.Fprintf(os.Stderr, "sbx serve: drained in %v; bye\n", time.Since(start).Round(time.Millisecond))
+	}
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		os.Remove(path)
+	}
+	return nil
+}
+
+// others is names without skip.
+func others(names []string, skip string) []string {
+	var out []string
+	for _, n := range names {
+		if n != skip {
+			out = append(out, n)
+		}
+	}
+	return out
+}
