@@ -365,6 +365,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
 	defer stop()
 	job, p := s.job, &s.p
+	s.applyLower(pl.Lower)
 	// What this request asks of the report and of the init travels with
 	// its payload, never in the Spec.
 	pl.Send, pl.Timings = s.sink != nil, s.tl.on
