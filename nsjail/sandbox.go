@@ -508,6 +508,17 @@ func (s *supervisor) writeSetup(specLine []byte) {
 		s.ctlW.Close()
 		return
 	}
+	if s.job.Spec.Warm != nil {
+		// A warm init forks the payload's interpreter once confined,
+		// before it says ready: it must be in its cgroup by then
+		// (cgroup v1 attaches it after the clone, attachInit).
+		<-s.attached
+		if s.attachErr != nil {
+			s.confineErr = s.attachErr
+			s.ctlW.Close()
+			return
+		}
+	}
 	confine, err := encodeLine(&Confine{Seccomp: c.f, Rlimits: s.lateRlimits})
 	if err != nil {
 		s.confineErr = err

@@ -263,3 +263,213 @@ func warmLikeCold(t *testing.T, profile string) {
 		}
 	})
 }
+
+// confinedFields are the /proc/PID/status lines (proc(5)) of a confined
+// process: every capability set empty, no_new_privs, a seccomp filter.
+var confinedFields = map[string]string{
+	"CapInh":     "0000000000000000",
+	"CapPrm":     "0000000000000000",
+	"CapEff":     "0000000000000000",
+	"CapBnd":     "0000000000000000",
+	"CapAmb":     "0000000000000000",
+	"NoNewPrivs": "1",
+	"Seccomp":    "2", // SECCOMP_MODE_FILTER
+}
+
+func procFields(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
+}
+
+// TestWarmInterpreterConfined: the interpreter that waits for its payload
+// is confined (caps empty, no_new_privs, seccomp), has exactly the rlimits
+// a cold payload gets (held at its setsid and limited by the init, like a
+// cold payload: seccomp/guard.go), and has already imported its preload.
+// As root and as uid 65534.
+func TestWarmInterpreterConfined(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		const limitsProbe = "import sys; print(open('/proc/self/limits').read(), end='')"
+		cold := runCold(t, "standard", nsjail.Payload{Argv: []string{"python3", "-c", limitsProbe}})
+		if cold.Status != nsjail.StatusOK {
+			t.Fatalf("cold: %s %q %q", cold.Status, cold.Message, cold.Stderr)
+		}
+		sb, pid := startWarm(t, "standard", "json", "email.mime.text")
+		// The wait a warm sandbox makes: nothing may loosen meanwhile.
+		time.Sleep(time.Second)
+		st := procFields(t, fmt.Sprintf("/proc/%d/status", pid))
+		for k, want := range confinedFields {
+			if st[k] != want {
+				t.Errorf("waiting interpreter (pid %d): %s %q, want %q", pid, k, st[k], want)
+			}
+		}
+		// In the sandbox's cgroup, as the init is (on cgroup v1 the init
+		// is attached after its clone: the interpreter must not be forked
+		// before).
+		initCg, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sb.InitPid()))
+		interpCg, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err1 != nil || err2 != nil || string(initCg) != string(interpCg) {
+			t.Errorf("the interpreter's cgroups:\n%s\nthe init's:\n%s (%v, %v)", interpCg, initCg, err1, err2)
+		}
+		lim, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// RLIMIT_CPU is the one the warm sandbox widens (the preload's
+		// budget, warmCPUBudget); every other line is the cold payload's.
+		if got, want := dropLine(string(lim), "Max cpu time"), dropLine(cold.Stdout, "Max cpu time"); got != want {
+			t.Errorf("waiting interpreter's limits:\n%s\ncold payload's:\n%s", got, want)
+		}
+		res, err := sb.Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c",
+			"import sys; print(sorted(m for m in ('json', 'email.mime.text', 'csv') if m in sys.modules))"}}, nsjail.IO{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != nsjail.StatusOK || res.Stdout != "['email.mime.text', 'json']\n" {
+			t.Errorf("preloaded modules: %s %q %q, want ['email.mime.text', 'json']", res.Status, res.Stdout, res.Stderr)
+		}
+	})
+}
+
+func dropLine(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestWarmOther: a payload that is not for the waiting interpreter (a
+// shell, an interpreter option, an environment the interpreter reads at
+// its start) runs cold in the same sandbox, with its own limits and
+// result; a preload that fails is a setup error naming the module.
+func TestWarmOther(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		for _, p := range []nsjail.Payload{
+			{Argv: []string{"/bin/sh", "-c", "echo hi; exit 3"}},
+			{Argv: []string{"python3", "-S", "-c", "print('hi'); raise SystemExit(3)"}},
+			{Argv: []string{"python3", "-c", "import os; print('hi'); raise SystemExit(int(os.environ['PYTHONX']))"}, Env: []string{"PYTHONX=3"}},
+		} {
+			sb, _ := startWarm(t, "standard", "json")
+			res, err := sb.Exec(context.Background(), p, nsjail.IO{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != nsjail.StatusExit || res.ExitCode != 3 || res.Stdout != "hi\n" {
+				t.Errorf("%q: %s %d %q %q %q, want exit 3 and hi", p.Argv, res.Status, res.ExitCode, res.Stdout, res.Stderr, res.Message)
+			}
+		}
+		_, err := nsjail.Start(context.Background(), job(t, "standard", true, "no_such_module_sbx"))
+		if err == nil || !strings.Contains(err.Error(), "no_such_module_sbx") {
+			t.Errorf("a failing preload: Start said %v, want an error naming the module", err)
+		}
+	})
+}
+
+// TestWarmLowered: limits a payload lowers are applied when it is
+// handed over (the rlimits by prlimit on the waiting interpreter, the
+// wall clock by the supervisor), enforced, and reported as the effective
+// values; a value above the sandbox's is not raised.
+func TestWarmLowered(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		sb, _ := startWarm(t, "standard")
+		res, err := sb.Exec(context.Background(), nsjail.Payload{
+			Argv: []string{"python3", "-c", "import resource, time; print(resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_FSIZE)); time.sleep(60)"},
+			Lower: &nsjail.Lower{Timeout: 2 * time.Second, Rlimits: []nsjail.Rlimit{
+				{Resource: "RLIMIT_NOFILE", Soft: 64, Hard: 64},
+				{Resource: "RLIMIT_FSIZE", Soft: 1 << 40, Hard: 1 << 40}, // above the sandbox's: kept
+			}},
+		}, nsjail.IO{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsize := uint64(res.Limits["fsize"].Value)
+		if want := fmt.Sprintf("(64, 64) (%d, %d)\n", fsize, fsize); res.Stdout != want {
+			t.Errorf("rlimits seen: %q, want %q", res.Stdout, want)
+		}
+		if fsize >= 1<<40 || fsize == 0 {
+			t.Errorf("limits.fsize %v: the sandbox's, never raised", fsize)
+		}
+		if res.Status != nsjail.StatusTimeout || res.Limits["wall_time"].Value != 2000 || res.Limits["nofile"].Value != 64 {
+			t.Errorf("status %s, limits wall_time %v nofile %v; want timeout, 2000, 64", res.Status, res.Limits["wall_time"].Value, res.Limits["nofile"].Value)
+		}
+	})
+}
+
+// TestWarmUsageFromHandoff: CPU time counts from the handoff, not from
+// the interpreter's start: after a preload that burns a second of CPU, a
+// payload's cpu_ms is its own, and so is its CPU limit (lowered to 2 s,
+// which the preload's second plus the payload's 1.2 s would pass). With a
+// cgroup (root) and without (uid 65534: the /proc total and task clock).
+func TestWarmUsageFromHandoff(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		// The sandbox's user (an unprivileged host uid under root) reads
+		// it: not below t.TempDir's 0700 parent.
+		dir, err := os.MkdirTemp("", "sbx-warmburn-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		burn := "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0:\n    pass\n"
+		if err := os.WriteFile(filepath.Join(dir, "sbxwarmburn.py"), []byte(burn), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prof, err := profiles.Load("standard")
+		if err != nil {
+			t.Fatal(err)
+		}
+		prof.Filesystem.ROBinds = []string{dir + ":/opt/sbxwarm"}
+		spec, err := prof.Spec(fmt.Sprintf("pool%d", time.Now().UnixNano()), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Env = append(spec.Env, "PYTHONPATH=/opt/sbxwarm", "PYTHONDONTWRITEBYTECODE=1")
+		spec.Warm = &nsjail.Warm{Interpreter: "python3", Preload: []string{"sbxwarmburn"}}
+		start := func() *nsjail.Sandbox {
+			j := job(t, "standard", false)
+			j.Spec = spec
+			j.Spec.ID = fmt.Sprintf("pool%d", time.Now().UnixNano())
+			sb, err := nsjail.Start(context.Background(), j)
+			if err != nil {
+				skipIfNoSandbox(t, err)
+			}
+			t.Cleanup(func() { sb.Close() })
+			return sb
+		}
+		res, err := start().Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c", "print(1)"}}, nsjail.IO{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != nsjail.StatusOK || res.Stdout != "1\n" {
+			t.Fatalf("print(1): %s %q %q %q", res.Status, res.Stdout, res.Stderr, res.Message)
+		}
+		if res.Usage.CPUMS >= 600 {
+			t.Errorf("usage %+v: the preload's second of CPU is not the payload's", res.Usage)
+		}
+		const work = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.2:\n    pass\nprint('done')\n"
+		res, err = start().Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c", work}, Lower: &nsjail.Lower{CPUTime: 2 * time.Second}}, nsjail.IO{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != nsjail.StatusOK || res.Stdout != "done\n" || res.Limits["cpu_time"].Value != 2000 {
+			t.Errorf("1.2 s of CPU under a 2 s limit: %s %q %q, limits.cpu_time %+v; usage %+v", res.Status, res.Stdout, res.Message, res.Limits["cpu_time"], res.Usage)
+		}
+		if res.Usage.CPUMS < 1100 || res.Usage.CPUMS > 1900 {
+			t.Errorf("cpu_ms %d: want the payload's 1.2 s", res.Usage.CPUMS)
+		}
+	})
+}
