@@ -23,8 +23,8 @@ type Warm struct {
 	Preload []string `json:"preload,omitempty"`
 }
 
-// maxPreload bounds the preload list (each is an argv entry).
-const maxPreload = 64
+// MaxPreload bounds the preload list (each is an argv entry).
+const MaxPreload = 64
 
 func checkWarm(w *Warm) error {
 	if w == nil {
@@ -34,8 +34,8 @@ func checkWarm(w *Warm) error {
 	if w.Interpreter == "" || strings.ContainsRune(w.Interpreter, 0) {
 		errs = append(errs, fmt.Errorf("warm interpreter %q: want a program name or path", w.Interpreter))
 	}
-	if len(w.Preload) > maxPreload {
-		errs = append(errs, fmt.Errorf("warm preload: %d modules, at most %d", len(w.Preload), maxPreload))
+	if len(w.Preload) > MaxPreload {
+		errs = append(errs, fmt.Errorf("warm preload: %d modules, at most %d", len(w.Preload), MaxPreload))
 	}
 	for _, m := range w.Preload {
 		if err := CheckModuleName(m); err != nil {

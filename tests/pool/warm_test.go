@@ -473,3 +473,35 @@ func TestWarmUsageFromHandoff(t *testing.T) {
 		}
 	})
 }
+
+// TestWarmDataPreload: the data profile's preload (numpy, pandas,
+// matplotlib with Agg) is imported ahead, and what it wrote (matplotlib's
+// font cache below /tmp) is gone before the payload: its /tmp and
+// workspace are as a cold run's, and it has fds 0-2 only.
+func TestWarmDataPreload(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		prof, err := profiles.Load("data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(prof.Preload) == 0 {
+			t.Fatal("data has no preload")
+		}
+		sb, _ := startWarm(t, "data", prof.Preload...)
+		src := `import os, sys
+print(all(m in sys.modules for m in ("numpy", "pandas", "matplotlib.pyplot")))
+import matplotlib
+print(matplotlib.get_backend())
+print(sorted(os.listdir("/tmp")), sorted(os.listdir(".")), sorted(os.listdir("/dev/shm")), len(os.listdir("/proc/self/fd")))
+import pandas as pd
+print(pd.DataFrame({"k": [1, 1, 2], "v": [1, 2, 3]}).groupby("k").v.sum().to_dict())
+`
+		res, err := sb.Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c", src}}, nsjail.IO{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "True\nagg\n[] [] [] 4\n{1: 3, 2: 3}\n"; res.Status != nsjail.StatusOK || res.Stdout != want {
+			t.Errorf("%s %q (stderr %q, %q), want %q", res.Status, res.Stdout, res.Stderr, res.Message, want)
+		}
+	})
+}
