@@ -95,7 +95,7 @@ func copyFile(dst, src string) error {
 
 // job is the named profile's run, as sbx exec builds it; warm adds the
 // interpreter started ahead with preload.
-func job(t *testing.T, profile string, warm bool, preload ...string) *nsjail.Job {
+func job(t testing.TB, profile string, warm bool, preload ...string) *nsjail.Job {
 	t.Helper()
 	prof, err := profiles.Load(profile)
 	if err != nil {
