@@ -29,6 +29,10 @@ type warmProc struct {
 	// base is the interpreter's CPU time before its payload (the
 	// preload), left out of the payload's usage.
 	baseUser, baseSys time.Duration
+	// stopWatch ends watchWarm (an eventfd); watchDone is closed when it
+	// has returned.
+	stopWatch int
+	watchDone chan struct{}
 }
 
 // maxWarmLine bounds the driver's one line ("ready" or "error ...").
@@ -106,8 +110,54 @@ func (in *initProc) startWarm(selfLimits []Rlimit) error {
 			return err
 		}
 	}
+	wp.stopWatch, err = unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		mine.Close()
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	wp.watchDone = make(chan struct{})
+	go in.watchWarm(wp)
 	in.warm = wp
 	return nil
+}
+
+// watchWarm ends the sandbox if its interpreter dies while it waits (the
+// OOM killer, a kill from the host): the driver never writes after
+// "ready", so its end of the socket becomes readable only at its exit. A
+// sandbox without its interpreter is gone (the supervisor's Done), and a
+// pool drops it instead of handing out a run that could only fail.
+func (in *initProc) watchWarm(wp *warmProc) {
+	defer close(wp.watchDone)
+	fds := []unix.PollFd{{Fd: int32(wp.sock.Fd()), Events: unix.POLLIN | unix.POLLRDHUP}, {Fd: int32(wp.stopWatch), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if err == nil && fds[0].Revents == 0 {
+			continue
+		}
+		msg := fmt.Sprintf("the warm interpreter (pid %d) ended while it waited for its payload", wp.pid)
+		if err != nil {
+			msg = fmt.Sprintf("poll the warm interpreter's socket: %v", err)
+		}
+		in.send(StatusMsg{Kind: kindError, Step: "wait for the payload", Msg: "wait for the payload: " + msg})
+		killAll()
+		os.Exit(1)
+	}
+}
+
+// stopWatching ends watchWarm before the interpreter is handed its
+// payload or killed.
+func (wp *warmProc) stopWatching() {
+	var one = [8]byte{1}
+	unix.Write(wp.stopWatch, one[:])
+	<-wp.watchDone
+	unix.Close(wp.stopWatch)
 }
 
 func describeWaitStatus(ws unix.WaitStatus) string {
@@ -160,6 +210,7 @@ func (in *initProc) takesWarm(argv0 string, p *Payload) bool {
 func (in *initProc) dropWarm() {
 	wp := in.warm
 	in.warm = nil
+	wp.stopWatching()
 	unix.Kill(wp.pid, unix.SIGKILL)
 	var ws unix.WaitStatus
 	var ru unix.Rusage
@@ -195,6 +246,7 @@ func (in *initProc) resetDenials() {
 // environment, and closes the socket, which the driver closes too.
 func (in *initProc) handOff(p *Payload) (int, error) {
 	wp := in.warm
+	wp.stopWatching()
 	if p.Lower != nil && len(p.Lower.Rlimits) > 0 {
 		lowered := lowerRlimits(in.currentRlimits(), p.Lower.Rlimits)
 		done := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,4 +215,40 @@ func ownCgroups(t *testing.T) []string {
 		t.Fatalf("no cgroups in /proc/self/cgroup: %q", b)
 	}
 	return dirs
+}
+
+// TestPoolDiedIdle: a ready sandbox whose interpreter dies while it
+// waits (here a SIGKILL from the host, as the OOM killer would send) ends
+// at once; the pool drops it, never hands it out, and starts another.
+func TestPoolDiedIdle(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		p, _ := newPool(t, "standard", 1)
+		deadline := time.Now().Add(60 * time.Second)
+		for p.Stats().Idle < 1 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		inits := children(t)
+		if len(inits) != 1 {
+			t.Fatalf("inits %v, want one", inits)
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%s/task/%s/children", inits[0], inits[0]))
+		if err != nil || len(strings.Fields(string(b))) != 1 {
+			t.Fatalf("the init's children %q (%v), want the interpreter", b, err)
+		}
+		var interp int
+		fmt.Sscan(strings.Fields(string(b))[0], &interp)
+		if err := syscall.Kill(interp, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill the interpreter %d: %v", interp, err)
+		}
+		for p.Stats().DiedIdle < 1 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if st := p.Stats(); st.DiedIdle != 1 {
+			t.Fatalf("stats %+v: the dead sandbox was not dropped", st)
+		}
+		res, err := claim(t, p).Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c", "print(1)"}}, nsjail.IO{})
+		if err != nil || res.Status != nsjail.StatusOK || res.Stdout != "1\n" {
+			t.Errorf("the replacement: %v %s %q %q", err, res.Status, res.Stdout, res.Message)
+		}
+	})
 }
