@@ -383,9 +383,19 @@ func (s *supervisor) watchCPUTotal(initPid int, limit time.Duration, stop <-chan
 		li.Note = cpuTotalNote(s.cpuClock >= 0, s.cpuClockErr)
 		s.res.Limits["cpu_time"] = li
 	}
+	var base time.Duration
+	if s.job.Spec.Warm != nil {
+		// A warm sandbox's total counts from the handoff (takeCPUBase).
+		r, err := m.read()
+		if err != nil {
+			m.close()
+			return nil, fmt.Errorf("poll the CPU time total: %w", err)
+		}
+		base = r.total
+	}
 	over := make(chan time.Duration, 1)
 	s.tl.mark("sbx: CPU total polled from /proc")
-	go s.pollCPUTotal(m, limit, stop, over)
+	go s.pollCPUTotal(m, limit, base, stop, over)
 	return over, nil
 }
 
@@ -395,7 +405,7 @@ func (s *supervisor) watchCPUTotal(initPid int, limit time.Duration, stop <-chan
 // longer than half the interval, the next waits twice its time, so that
 // sbx never spends more than a third of a CPU on it, however many
 // processes the payload forks.
-func (s *supervisor) pollCPUTotal(m *cpuMeter, limit time.Duration, stop <-chan struct{}, over chan<- time.Duration) {
+func (s *supervisor) pollCPUTotal(m *cpuMeter, limit, base time.Duration, stop <-chan struct{}, over chan<- time.Duration) {
 	defer m.close()
 	t := time.NewTimer(cpuTotalPoll)
 	defer t.Stop()
@@ -415,9 +425,9 @@ func (s *supervisor) pollCPUTotal(m *cpuMeter, limit time.Duration, stop <-chan 
 			warned = true
 			s.warn(fmt.Sprintf("the CPU time total read at most %d processes (and %d threads of each) per poll: live processes past them counted only once reaped", cpuWalkMax, cpuTasksMax))
 		}
-		if r.total >= limit {
+		if r.total-base >= limit {
 			s.tl.mark("sbx: CPU total passed the limit")
-			over <- r.total
+			over <- r.total - base
 			return
 		}
 		t.Reset(max(cpuTotalPoll, 2*time.Since(start)))
@@ -519,7 +529,8 @@ func (s *supervisor) usageFromClock() {
 		return
 	}
 	u := &s.res.Usage
-	if ms := int64(*(*uint64)(unsafe.Pointer(&b[0])) / 1e6); ms > u.CPUMS {
+	clock := time.Duration(*(*uint64)(unsafe.Pointer(&b[0]))) - s.base.clock
+	if ms := clock.Milliseconds(); ms > u.CPUMS {
 		// The clock does not split user from system time: the rusage's
 		// proportion carries over, so that user_ms + system_ms stays
 		// cpu_ms for a client that adds them up.

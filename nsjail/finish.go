@@ -39,8 +39,10 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 	if st != nil {
 		// The group saw every process, the init's few ms included.
 		u := &res.Usage
-		u.UserMS, u.SystemMS = st.UserCPU.Milliseconds(), st.SystemCPU.Milliseconds()
-		u.CPUMS = (st.UserCPU + st.SystemCPU).Milliseconds()
+		// A warm sandbox's preload is not the payload's (s.base).
+		user, sys := max(0, st.UserCPU-s.base.user), max(0, st.SystemCPU-s.base.sys)
+		u.UserMS, u.SystemMS = user.Milliseconds(), sys.Milliseconds()
+		u.CPUMS = (user + sys).Milliseconds()
 		if st.PeakMemoryBytes > 0 {
 			u.PeakMemoryBytes = st.PeakMemoryBytes
 		}

@@ -72,6 +72,11 @@ type initProc struct {
 	// hold stops it before its execve; nil when the init set them on
 	// itself (no listener).
 	limits *payloadLimits
+	// payloadRlimits are the payload's rlimits, hold or not.
+	payloadRlimits []Rlimit
+	// warm is the waiting interpreter of a warm sandbox (warm_linux.go);
+	// warmBase what its preload used, left out of the payload's usage.
+	warm, warmBase *warmProc
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -129,6 +134,7 @@ func (in *initProc) run() int {
 	}
 	listener := -1
 	in.limits = &payloadLimits{rl: append(append([]Rlimit{}, in.spec.Rlimits...), confine.Rlimits...)}
+	in.payloadRlimits = in.limits.rl
 	core, rest := splitCore(in.limits.rl)
 	steps = []step{
 		// The init itself takes only RLIMIT_CORE (harmless: it is not
@@ -151,6 +157,16 @@ func (in *initProc) run() int {
 		return 1
 	}
 	in.startDenialServer(confine.Seccomp, listener)
+	if in.spec.Warm != nil {
+		// The interpreter waits confined, as the payload's process.
+		selfLimits := []Rlimit(nil)
+		if listener < 0 {
+			selfLimits = rest
+		}
+		if err := in.runSteps([]step{{"start warm interpreter", func() error { return in.startWarm(selfLimits) }}}); err != nil {
+			return 1
+		}
+	}
 	// Whether the marks are wanted is the payload's to say: they are
 	// kept until then (a hundred at most) and go with "started".
 	in.send(StatusMsg{Kind: kindReady})
@@ -164,6 +180,18 @@ func (in *initProc) run() int {
 		return 1
 	}
 	argv0, err := lookPath(p.Argv[0], in.env("PATH"))
+	if in.warm != nil && (err != nil || !in.takesWarm(argv0, &p)) {
+		in.dropWarm()
+	}
+	if p.Lower != nil && len(p.Lower.Rlimits) > 0 && in.warm == nil {
+		// A cold payload takes its lowered rlimits at its hold, or
+		// from the init below.
+		in.payloadRlimits = lowerRlimits(in.payloadRlimits, p.Lower.Rlimits)
+		_, rest = splitCore(in.payloadRlimits)
+		if in.limits != nil {
+			in.limits.rl = in.payloadRlimits
+		}
+	}
 	if err != nil {
 		// Not a sandbox failure: the payload's program is missing.
 		in.send(StatusMsg{Kind: kindExit, ExecErrno: execErrno(err), Msg: err.Error(), Marks: in.takeMarks()})
@@ -180,7 +208,7 @@ func (in *initProc) run() int {
 		}
 		in.limits = nil
 	}
-	code := in.supervise(argv0, p.Argv)
+	code := in.supervise(argv0, &p)
 	if code == 0 {
 		in.reportFiles()
 	}
@@ -438,8 +466,17 @@ func execErrno(err error) int {
 
 // supervise starts the payload, forwards the supervisor's signals to it,
 // reaps every process of the sandbox, and reports the payload's status.
-func (in *initProc) supervise(argv0 string, argv []string) int {
-	pid, err := syscall.ForkExec(argv0, argv, &syscall.ProcAttr{
+func (in *initProc) supervise(argv0 string, p *Payload) int {
+	if in.warm != nil {
+		pid, err := in.handOff(p)
+		if err != nil {
+			killAll()
+			in.send(stepErrorMsg("hand the payload to the warm interpreter", "", err))
+			return 1
+		}
+		return in.reap(pid)
+	}
+	pid, err := syscall.ForkExec(argv0, p.Argv, &syscall.ProcAttr{
 		Dir:   in.spec.Workdir,
 		Env:   in.environ,
 		Files: []uintptr{0, 1, 2},
@@ -469,6 +506,12 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 		in.send(StatusMsg{Kind: kindExit, ExecErrno: int(errno), Msg: fmt.Sprintf("exec %s: %v", argv0, err)})
 		return 0 // the caller reports the workspace
 	}
+	return in.reap(pid)
+}
+
+// reap reports the payload's start, forwards the supervisor's signals to
+// it, reaps every process of the sandbox, and reports the payload's status.
+func (in *initProc) reap(pid int) int {
 	in.payloadPid = pid
 	in.tl.mark("init: fork+exec payload")
 	in.send(StatusMsg{Kind: kindStarted, Pid: pid, Marks: in.takeMarks()})
@@ -505,6 +548,7 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 		SystemUS:   ru.Stime.Sec*1e6 + ru.Stime.Usec,
 		MaxRSSKB:   ru.Maxrss,
 	}
+	in.subtractWarmBase(&m)
 	if in.denials != nil {
 		c := in.denials.stop()
 		m.Denials, m.DenialsOther, m.DenialsKnown = c.byNr, c.other, c.known

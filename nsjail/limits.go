@@ -194,7 +194,7 @@ func (s *supervisor) createCgroup() error {
 		// Watched from the group's CPU usage, with RLIMIT_CPU a second
 		// later as a per-process backstop.
 		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: by, Note: "total of every process"}
-		setCPURlimit(&s.lateRlimits, l.CPUTime+time.Second)
+		setCPURlimit(&s.lateRlimits, l.CPUTime+time.Second+s.warmCPUAllowance())
 	}
 	if len(unenforced) > 0 {
 		s.warn("cgroup cannot enforce " + unenforcedList(unenforced) + ": falling back to rlimits")
@@ -243,7 +243,7 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 		lim["cpus"] = LimitInfo{Value: l.CPUs, Unit: "cpus", EnforcedBy: ByNone, Note: "no rlimit can share out CPU"}
 	}
 	if cgErr != nil && l.CPUTime > 0 {
-		setCPURlimit(late, l.CPUTime+time.Second)
+		setCPURlimit(late, l.CPUTime+time.Second+s.warmCPUAllowance())
 		// The note is made final once the poll starts (watchCPUTotal).
 		lim["cpu_time"] = LimitInfo{Value: float64(l.CPUTime.Milliseconds()), Unit: "ms", EnforcedBy: BySupervisor, Note: cpuTotalNote(false, nil)}
 	}

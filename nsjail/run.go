@@ -129,6 +129,8 @@ type supervisor struct {
 	// cpuAtKill is the total CPU measured when the run passed its CPU
 	// time limit (killedFor StatusCPULimit).
 	cpuAtKill time.Duration
+	// base is the CPU a warm sandbox used before its payload (warm_supervisor.go).
+	base cpuBase
 	// cpuClock is the task-clock perf counter of the payload's tree
 	// without a cgroup, or -1 (cpuClockErr says why); set before attached
 	// is closed.
@@ -356,6 +358,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				}
 				started = true
 				deadline.Stop()
+				s.takeCPUBase()
 				if s.cg != nil {
 					// Stale groups of a SIGKILLed sbx go now, off the
 					// start-up path; groups in use are flock'ed and kept.
@@ -413,7 +416,8 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			s.cpuAtKill = used
 			limit(StatusCPULimit)
 		case <-cpuTick:
-			if used, err := s.cg.CPUUsage(); err == nil && used >= job.Limits.CPUTime {
+			if used, err := s.cg.CPUUsage(); err == nil && used-s.base.user-s.base.sys >= job.Limits.CPUTime {
+				used -= s.base.user + s.base.sys
 				cpuTick = nil
 				s.cpuAtKill = used
 				limit(StatusCPULimit)

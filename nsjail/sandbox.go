@@ -365,6 +365,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
 	defer stop()
 	job, p := s.job, &s.p
+	s.applyLower(pl.Lower)
 	// What this request asks of the report and of the init travels with
 	// its payload, never in the Spec.
 	pl.Send, pl.Timings = s.sink != nil, s.tl.on
@@ -506,6 +507,17 @@ func (s *supervisor) writeSetup(specLine []byte) {
 		s.confineErr = s.cgErr
 		s.ctlW.Close()
 		return
+	}
+	if s.job.Spec.Warm != nil {
+		// A warm init forks the payload's interpreter once confined,
+		// before it says ready: it must be in its cgroup by then
+		// (cgroup v1 attaches it after the clone, attachInit).
+		<-s.attached
+		if s.attachErr != nil {
+			s.confineErr = s.attachErr
+			s.ctlW.Close()
+			return
+		}
 	}
 	confine, err := encodeCtl(ctlMsg{Kind: ctlConfine, Confine: &Confine{Seccomp: c.f, Rlimits: s.lateRlimits}})
 	if err != nil {

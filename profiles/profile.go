@@ -34,7 +34,12 @@ type Profile struct {
 	// Require lists the layers a run must have, or it fails with exit 125
 	// before the payload starts: "cgroup", "seccomp", "landlock", "netns",
 	// "userns".
-	Require    []string   `toml:"require"`
+	Require []string `toml:"require"`
+	// Preload lists the Python modules a warm sandbox (the pool of sbx
+	// serve) imports before its payload arrives, e.g. ["numpy",
+	// "pandas"]: dotted names, imported in order. A cold run (sbx exec)
+	// imports nothing ahead.
+	Preload    []string   `toml:"preload"`
 	Limits     Limits     `toml:"limits"`
 	Filesystem Filesystem `toml:"filesystem"`
 	Network    Network    `toml:"network"`

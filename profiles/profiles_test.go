@@ -358,6 +358,16 @@ func TestLoadErrors(t *testing.T) {
 			},
 		},
 		{
+			name:  "preload",
+			files: map[string]string{"a.toml": "preload = [\"numpy\", \"matplotlib.pyplot\", \"os; import x\"]\n"},
+			want:  []string{`profile DIR/a.toml: line 1: preload = ["numpy", "matplotlib.pyplot", "os; import x"]: "os; import x": not a module name: want dotted identifiers, e.g. "numpy" or "matplotlib.pyplot"`},
+		},
+		{
+			name:  "preload twice",
+			files: map[string]string{"a.toml": "preload = [\"numpy\", \"numpy\"]\n"},
+			want:  []string{`profile DIR/a.toml: line 1: preload = ["numpy", "numpy"]: "numpy": listed twice`},
+		},
+		{
 			name:  "allowlist without network",
 			files: map[string]string{"a.toml": "[network]\nallow = [\"api.example.com\"]\n"},
 			want:  []string{`profile DIR/a.toml: line 2: network.allow = ["api.example.com"]: hosts are listed but network.mode is "none" (set mode = "allow", or allow = [])`},

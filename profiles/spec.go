@@ -87,6 +87,12 @@ func (p *Profile) Spec(id string, extraEnv []string) (spec.Spec, error) {
 	}, nil
 }
 
+// Warm is what a warm sandbox of this profile starts ahead of its payload
+// (spec.Spec.Warm): python3, with the profile's preload imported.
+func (p *Profile) Warm() *spec.Warm {
+	return &spec.Warm{Interpreter: "python3", Preload: append([]string(nil), p.Preload...)}
+}
+
 // mergeEnv applies KEY=VALUE layers in order, later ones winning, keeping
 // the first position of each key.
 func mergeEnv(base []string, profile map[string]string, extra []string) []string {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/netproxy/allowlist"
+	"github.com/sbx-sandbox/sbx/nsjail/spec"
 	"github.com/sbx-sandbox/sbx/rootfs"
 	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
@@ -153,6 +154,25 @@ func checkROBinds(p *Profile) string {
 
 // ownedWhat says what the sandbox mounts at each of sandboxOwned.
 var ownedWhat = map[string]string{"proc": "procfs", "dev": "/dev (a few device nodes)", "etc": "/etc (passwd, hosts, resolv.conf)", "tmp": "tmpfs"}
+
+// checkPreload accepts dotted module names, each once, as many as a warm
+// sandbox's argv takes (nsjail.Warm).
+func checkPreload(p *Profile) string {
+	seen := map[string]bool{}
+	for _, m := range p.Preload {
+		if err := spec.CheckModuleName(m); err != nil {
+			return quoteTOML(m) + ": not a module name: want dotted identifiers, e.g. \"numpy\" or \"matplotlib.pyplot\""
+		}
+		if seen[m] {
+			return quoteTOML(m) + ": listed twice"
+		}
+		seen[m] = true
+	}
+	if len(p.Preload) > spec.MaxPreload {
+		return fmt.Sprintf("%d modules: at most %d", len(p.Preload), spec.MaxPreload)
+	}
+	return ""
+}
 
 func checkAllow(p *Profile) string {
 	// One grammar: the proxy's own parser decides what a pattern means.

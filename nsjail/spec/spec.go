@@ -14,7 +14,7 @@ import (
 // SpecVersion is bumped whenever the Spec's wire form changes; the init
 // refuses a Spec of another version (supervisor and init are the same
 // binary, so this only trips on a replaced binary mid-run).
-const SpecVersion = 3
+const SpecVersion = 4
 
 // Spec is everything the init needs to build one sandbox: plain data,
 // decided and validated on the host, sent to the init as JSON on fd 3.
@@ -57,6 +57,8 @@ type Spec struct {
 	Seccomp string `json:"seccomp"`
 	// Landlock asks the init for a Landlock ruleset (landlock_linux.go).
 	Landlock bool `json:"landlock,omitempty"`
+	// Warm asks for the interpreter started ahead of the payload (warm.go).
+	Warm *Warm `json:"warm,omitempty"`
 	// Nothing of one request lives here (issue 12, item 3): the --env
 	// additions, whether file contents are sent and the timings travel
 	// with the Payload, so that one Spec serves every request of a
@@ -101,6 +103,9 @@ type Payload struct {
 	// Timings asks the init for its steps' timings; the supervisor sets
 	// it from Job.Timings.
 	Timings bool `json:"timings,omitempty"`
+	// Lower are the limits this payload lowers (warm.go), applied when it
+	// is claimed.
+	Lower *Lower `json:"lower,omitempty"`
 }
 
 // File is one input streamed into the workspace. Its Size bytes follow the
@@ -116,7 +121,7 @@ type File struct {
 
 // Validate lists every problem with the Spec, one error per check.
 func (s *Spec) Validate() error {
-	return errors.Join(checkVersion(s), checkSeccomp(s), checkIdentity(s), checkWorkdir(s), checkProcMasks(s), checkEnv(s.Env), CheckRlimits(s.Rlimits), checkOutputs(s.Outputs))
+	return errors.Join(checkVersion(s), checkSeccomp(s), checkIdentity(s), checkWorkdir(s), checkProcMasks(s), checkEnv(s.Env), CheckRlimits(s.Rlimits), checkOutputs(s.Outputs), checkWarm(s.Warm))
 }
 
 // isProcMask reports whether k is one of the kinds of ProcMasks.
@@ -225,7 +230,7 @@ func CheckRlimits(rl []Rlimit) error {
 
 // CheckPayload validates what will run: a program and safe workspace paths.
 func CheckPayload(p *Payload) error {
-	errs := []error{checkEnv(p.Env)}
+	errs := []error{checkEnv(p.Env), checkLower(p.Lower)}
 	if len(p.Argv) == 0 || p.Argv[0] == "" {
 		errs = append(errs, errors.New("payload: no program to run"))
 	}

@@ -1,0 +1,298 @@
+package nsjail
+
+import (
+	"bufio"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// warmDriver is the stub the warm interpreter runs (python3 -c): stdlib
+// only, inside the binary, never read from the sandbox's files.
+//
+//go:embed warm_driver.py
+var warmDriver string
+
+// warmProc is a warm sandbox's waiting interpreter, in the init.
+type warmProc struct {
+	pid  int
+	path string   // the interpreter, resolved in the Spec's PATH
+	sock *os.File // the init's end of the handoff socket (the driver's fd 3)
+	// base is the interpreter's CPU time before its payload (the
+	// preload), left out of the payload's usage.
+	baseUser, baseSys time.Duration
+	// stopWatch ends watchWarm (an eventfd); watchDone is closed when it
+	// has returned.
+	stopWatch int
+	watchDone chan struct{}
+}
+
+// maxWarmLine bounds the driver's one line ("ready" or "error ...").
+const maxWarmLine = 4096
+
+// warmScratch are the writable directories a preload may have written
+// to, emptied before the sandbox says ready: a pooled payload finds its
+// workspace and /tmp as fresh as a cold one.
+func (in *initProc) warmScratch() []string {
+	return []string{in.spec.Workdir, "/tmp", "/dev/shm"}
+}
+
+// startWarm forks the interpreter as the payload's process (it is held
+// at its setsid and given the payload's rlimits, like a cold payload),
+// waits until it has imported the preload, and empties what the preload
+// wrote. selfLimits says the kernel gave no seccomp listener: the init
+// then takes the payload's limits itself before the fork (run).
+func (in *initProc) startWarm(selfLimits []Rlimit) error {
+	w := in.spec.Warm
+	path, err := lookPath(w.Interpreter, envValue(in.spec.Env, "PATH"))
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", w.Interpreter, err)
+	}
+	if selfLimits != nil {
+		if err := setRlimits(selfLimits); err != nil {
+			return err
+		}
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socketpair(AF_UNIX, SOCK_STREAM): %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "warm"), fds[1]
+	argv := append([]string{w.Interpreter, "-c", warmDriver}, w.Preload...)
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Dir:   in.spec.Workdir,
+		Env:   in.spec.Env,
+		Files: []uintptr{0, 1, 2, uintptr(theirs)},
+		// As a cold payload: a new session, no controlling terminal
+		// (CVE-2017-5226), and the setsid is where the hold limits it.
+		Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	unix.Close(theirs)
+	if err != nil {
+		mine.Close()
+		return fmt.Errorf("fork+exec %s -c <driver>: %w", path, err)
+	}
+	if in.limits != nil {
+		held, herr := in.limits.heldPid()
+		if herr == nil && held != pid {
+			herr = fmt.Errorf("pid %d started, but the process held before its execve was pid %d", pid, held)
+		}
+		if herr != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			mine.Close()
+			return fmt.Errorf("setrlimit (payload's limits) on the interpreter: %w", herr)
+		}
+	}
+	wp := &warmProc{pid: pid, path: path, sock: mine}
+	line, err := bufio.NewReaderSize(io.LimitReader(mine, maxWarmLine), maxWarmLine).ReadString('\n')
+	if line != "ready\n" {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+		mine.Close()
+		if msg, ok := strings.CutPrefix(strings.TrimSpace(line), "error "); ok {
+			return fmt.Errorf("%s (pid %d): %s", path, pid, msg)
+		}
+		return fmt.Errorf("%s (pid %d) ended before it was ready (%s; read: %v)", path, pid, describeWaitStatus(ws), err)
+	}
+	for _, dir := range in.warmScratch() {
+		if err := emptyDir(dir); err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			mine.Close()
+			return err
+		}
+	}
+	wp.stopWatch, err = unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		mine.Close()
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	wp.watchDone = make(chan struct{})
+	go in.watchWarm(wp)
+	in.warm = wp
+	return nil
+}
+
+// watchWarm ends the sandbox if its interpreter dies while it waits (the
+// OOM killer, a kill from the host): the driver never writes after
+// "ready", so its end of the socket becomes readable only at its exit. A
+// sandbox without its interpreter is gone (the supervisor's Done), and a
+// pool drops it instead of handing out a run that could only fail.
+func (in *initProc) watchWarm(wp *warmProc) {
+	defer close(wp.watchDone)
+	fds := []unix.PollFd{{Fd: int32(wp.sock.Fd()), Events: unix.POLLIN | unix.POLLRDHUP}, {Fd: int32(wp.stopWatch), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if err == nil && fds[0].Revents == 0 {
+			continue
+		}
+		msg := fmt.Sprintf("the warm interpreter (pid %d) ended while it waited for its payload", wp.pid)
+		if err != nil {
+			msg = fmt.Sprintf("poll the warm interpreter's socket: %v", err)
+		}
+		in.send(StatusMsg{Kind: kindError, Step: "wait for the payload", Msg: "wait for the payload: " + msg})
+		killAll()
+		os.Exit(1)
+	}
+}
+
+// stopWatching ends watchWarm before the interpreter is handed its
+// payload or killed.
+func (wp *warmProc) stopWatching() {
+	var one = [8]byte{1}
+	unix.Write(wp.stopWatch, one[:])
+	<-wp.watchDone
+	unix.Close(wp.stopWatch)
+}
+
+func describeWaitStatus(ws unix.WaitStatus) string {
+	switch {
+	case ws.Exited():
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	case ws.Signaled():
+		return "killed by " + unix.SignalName(ws.Signal())
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
+
+// emptyDir removes everything below dir (not dir itself); a dir that does
+// not exist has nothing to remove.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return &pathError{"readdir", dir, err}
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			return &pathError{"remove what the preload wrote:", p, err}
+		}
+	}
+	return nil
+}
+
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// takesWarm reports whether the payload runs in the waiting interpreter
+// (warmArgv), argv[0] resolved to argv0.
+func (in *initProc) takesWarm(argv0 string, p *Payload) bool {
+	return in.warm != nil && argv0 == in.warm.path && warmArgv(p.Argv, p.Env)
+}
+
+// dropWarm kills the waiting interpreter of a payload that is not for it,
+// and re-arms the hold for the cold payload that follows. Its CPU time
+// stays out of the payload's (base).
+func (in *initProc) dropWarm() {
+	wp := in.warm
+	in.warm = nil
+	wp.stopWatching()
+	unix.Kill(wp.pid, unix.SIGKILL)
+	var ws unix.WaitStatus
+	var ru unix.Rusage
+	unix.Wait4(wp.pid, &ws, 0, &ru)
+	wp.sock.Close()
+	in.warmBase = &warmProc{baseUser: time.Duration(ru.Utime.Nano()), baseSys: time.Duration(ru.Stime.Nano())}
+	if in.limits != nil {
+		in.limits.rearm()
+	}
+	in.resetDenials()
+}
+
+// rearm makes the next setsid the payload's first again.
+func (l *payloadLimits) rearm() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.used, l.pid, l.err = false, 0, nil
+}
+
+// resetDenials forgets what the filter refused before the payload (the
+// interpreter's preload): the Result counts the payload's.
+func (in *initProc) resetDenials() {
+	if d := in.denials; d != nil {
+		d.mu.Lock()
+		d.counts, d.other, d.killed = map[int]int{}, 0, map[int]bool{}
+		d.mu.Unlock()
+	}
+}
+
+// handOff gives the waiting interpreter its payload: the lowered rlimits
+// first (prlimit(2), from a thread without the filter: the init guard
+// refuses prlimit64 on another pid to filtered threads), then argv and the
+// environment, and closes the socket, which the driver closes too.
+func (in *initProc) handOff(p *Payload) (int, error) {
+	wp := in.warm
+	wp.stopWatching()
+	if p.Lower != nil && len(p.Lower.Rlimits) > 0 {
+		lowered := lowerRlimits(in.currentRlimits(), p.Lower.Rlimits)
+		done := make(chan error, 1)
+		go func() { done <- prlimitAll(wp.pid, lowered) }()
+		if err := <-done; err != nil {
+			return 0, err
+		}
+	}
+	st, err := readProcStat(wp.pid)
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/%d/stat: %w", wp.pid, err)
+	}
+	tick := 10 * time.Millisecond // USER_HZ is 100 on Linux (proc(5))
+	wp.baseUser, wp.baseSys = time.Duration(st.utime+st.cutime)*tick, time.Duration(st.stime+st.cstime)*tick
+	in.resetDenials()
+	_, err = wp.sock.Write(warmHandoff(p.Argv, in.environ))
+	wp.sock.Close()
+	if err != nil {
+		return 0, fmt.Errorf("write the payload to the interpreter (pid %d): %w", wp.pid, err)
+	}
+	in.warmBase = wp
+	return wp.pid, nil
+}
+
+// currentRlimits are the payload's rlimits as the init set them.
+func (in *initProc) currentRlimits() []Rlimit {
+	if in.limits != nil {
+		return in.limits.rl
+	}
+	return in.payloadRlimits
+}
+
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseStat(b)
+}
+
+// subtractWarmBase leaves the interpreter's time before its payload out
+// of the payload's usage.
+func (in *initProc) subtractWarmBase(m *StatusMsg) {
+	if in.warmBase == nil {
+		return
+	}
+	m.UserUS = max(0, m.UserUS-in.warmBase.baseUser.Microseconds())
+	m.SystemUS = max(0, m.SystemUS-in.warmBase.baseSys.Microseconds())
+}

@@ -1,0 +1,93 @@
+package nsjail
+
+import (
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// warmCPUBudget is what a warm sandbox's RLIMIT_CPU backstop adds for
+// the preload: the backstop is per process, and the interpreter's clock
+// started before its payload (the supervisor's own total, which is the
+// limit, counts from the handoff).
+const warmCPUBudget = 30 * time.Second
+
+func (s *supervisor) warmCPUAllowance() time.Duration {
+	if s.job.Spec.Warm == nil {
+		return 0
+	}
+	return warmCPUBudget
+}
+
+// cpuBase is the CPU the sandbox had used when its payload was handed
+// over (kindStarted): a warm sandbox's preload, left out of the payload's
+// usage and CPU limit, so that both count from the handoff as a cold
+// run's count from its start. Zero for a cold sandbox.
+type cpuBase struct {
+	user, sys time.Duration // the cgroup's
+	clock     time.Duration // the task clock's (no cgroup)
+}
+
+// takeCPUBase reads the baseline at the handoff.
+func (s *supervisor) takeCPUBase() {
+	if s.job.Spec.Warm == nil {
+		return
+	}
+	if s.cg != nil {
+		if st, err := s.cg.Stats(); err == nil {
+			s.base.user, s.base.sys = st.UserCPU, st.SystemCPU
+		}
+	}
+	<-s.attached // openCPUClock has run
+	if s.cpuClock >= 0 {
+		var b [8]byte
+		if n, err := unix.Read(s.cpuClock, b[:]); err == nil && n == 8 {
+			s.base.clock = time.Duration(*(*uint64)(unsafe.Pointer(&b[0])))
+		}
+	}
+}
+
+// applyLower lowers the run's supervisor-side limits for this payload
+// (Payload.Lower), before its timers start, and reports the effective
+// values in the Result. The rlimits travel to the init with the payload.
+func (s *supervisor) applyLower(l *Lower) {
+	if l == nil {
+		return
+	}
+	job, lim := s.job, s.res.Limits
+	if l.Timeout > 0 && (job.Timeout == 0 || l.Timeout < job.Timeout) {
+		job.Timeout = l.Timeout
+		li := lim["wall_time"]
+		li.Value, li.Unit, li.EnforcedBy = float64(l.Timeout.Milliseconds()), "ms", BySupervisor
+		lim["wall_time"] = li
+	}
+	if l.CPUTime > 0 && (job.Limits.CPUTime == 0 || l.CPUTime < job.Limits.CPUTime) {
+		if li, ok := lim["cpu_time"]; ok {
+			// Only a limit the sandbox enforces can be lowered: one
+			// that nothing enforced stays unenforced, and says so.
+			job.Limits.CPUTime = l.CPUTime
+			li.Value = float64(l.CPUTime.Milliseconds())
+			lim["cpu_time"] = li
+		}
+	}
+	for _, r := range l.Rlimits {
+		for key, res := range rlimitKeys {
+			if res != r.Resource {
+				continue
+			}
+			if li, ok := lim[key]; ok && float64(r.Hard) < li.Value {
+				li.Value = float64(r.Hard)
+				lim[key] = li
+			} else if !ok {
+				lim[key] = LimitInfo{Value: float64(r.Hard), Unit: rlimitUnits[key], EnforcedBy: ByRlimit}
+			}
+		}
+	}
+}
+
+// rlimitKeys are the Result's limits that are rlimits, and their units.
+var (
+	rlimitKeys  = map[string]string{"nofile": "RLIMIT_NOFILE", "fsize": "RLIMIT_FSIZE", "sigpending": "RLIMIT_SIGPENDING", "msgqueue": "RLIMIT_MSGQUEUE"}
+	rlimitUnits = map[string]string{"nofile": "count", "fsize": "bytes", "sigpending": "count", "msgqueue": "bytes"}
+)
