@@ -489,6 +489,7 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 	go in.readControl()
 
 	var payloadStatus unix.WaitStatus
+	tasks := 0
 	for {
 		var ws unix.WaitStatus
 		wpid, err := unix.Wait4(-1, &ws, 0, nil)
@@ -505,6 +506,9 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 		}
 		if wpid == pid {
 			payloadStatus = ws
+			// Before the kill: the evidence of RLIMIT_NPROC (the
+			// payload, reaped already, counts as one).
+			tasks = countTasks() + 1
 			// The payload is gone: nothing of the run may outlive it, a
 			// double-forked daemon included.
 			killAll()
@@ -518,6 +522,7 @@ func (in *initProc) supervise(argv0 string, argv []string) int {
 		UserUS:     ru.Utime.Sec*1e6 + ru.Utime.Usec,
 		SystemUS:   ru.Stime.Sec*1e6 + ru.Stime.Usec,
 		MaxRSSKB:   ru.Maxrss,
+		Tasks:      tasks,
 	}
 	if in.denials != nil {
 		c := in.denials.stop()

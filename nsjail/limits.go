@@ -51,7 +51,39 @@ type LimitInfo struct {
 	// this limit (cpu_time: the total CPU at the poll that passed it);
 	// absent when the limit did not end the run.
 	AtKill float64 `json:"at_kill,omitempty"`
+	// Evidence names what told sbx that this limit was reached, when it
+	// judged it was (absent otherwise; added after at_kill). Its values
+	// and what each can and cannot prove: DESIGN.md, "What each mode can
+	// tell".
+	Evidence Evidence `json:"evidence,omitempty"`
 }
+
+// Evidence is what showed that a limit was reached (LimitInfo.Evidence).
+// Under a cgroup it is the kernel's own count; under rlimits the kernel
+// keeps none, and sbx says what it did see (issue 19, point 1).
+type Evidence string
+
+const (
+	// EvidenceOOMKill: the cgroup's OOM kill count (memory.events
+	// oom_kill on v2, memory.oom_control on v1) rose and the payload died
+	// of SIGKILL. Kernel evidence.
+	EvidenceOOMKill Evidence = "oom_kill"
+	// EvidencePidsEvents: the cgroup's pids.events "max" counted refused
+	// forks. Kernel evidence.
+	EvidencePidsEvents Evidence = "pids_events"
+	// EvidenceMemoryError: under RLIMIT_DATA, the payload exited with
+	// status 1 and the last line of its stderr is CPython's report of an
+	// uncaught MemoryError (the interpreter's answer to the ENOMEM of a
+	// refused mmap or brk). Payload-visible: a payload can print it
+	// itself, and then misreports only its own run (DESIGN.md).
+	EvidenceMemoryError Evidence = "python_memory_error"
+	// EvidenceTasksSampled: under RLIMIT_NPROC, a count of the sandbox's
+	// tasks (the poll's, or the init's when the payload ended) reached
+	// the limit, where the kernel refuses every further fork and thread
+	// with EAGAIN (fork(2)). Kernel figures, sampled: a peak between two
+	// samples is missed.
+	EvidenceTasksSampled Evidence = "tasks_sampled"
+)
 
 // rlimitFor returns the rlimit of that resource in rls, or nil.
 func rlimitFor(rls []Rlimit, resource string) *Rlimit {
@@ -281,8 +313,10 @@ func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {
 	case st != nil && st.OOMKills > 0 && (exit == nil || ws.Signaled() && ws.Signal() == unix.SIGKILL):
 		res.Status, res.ExitCode = StatusMemoryLimit, ExitKilled
 		res.Message = fmt.Sprintf("memory limit of %s reached: the kernel's OOM killer ended the payload", units.HumanSize(s.job.Limits.MemoryBytes))
+		s.setEvidence("memory", EvidenceOOMKill)
 	case st != nil && st.PidsMaxEvents > 0:
 		res.PidsLimitHit = true
+		s.setEvidence("pids", EvidencePidsEvents)
 		// The pids controller never kills: the run ended because of it
 		// when forks failed and the payload then failed (or the init
 		// could not make a thread and the sandbox died).
@@ -290,6 +324,7 @@ func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {
 			res.Status, res.ExitCode = StatusPidsLimit, ExitKilled
 			res.Message = fmt.Sprintf("pids limit of %d reached: %d forks were refused and the payload failed", s.job.Limits.Pids, st.PidsMaxEvents)
 		}
+	case s.classifyRlimits(exit, ws):
 	case exit == nil || !ws.Signaled():
 		return
 	case rlimitCPUKill(ws.Signal(), exit.cpuTime(), rlimitFor(s.lateRlimits, "RLIMIT_CPU")):
