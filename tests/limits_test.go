@@ -81,6 +81,9 @@ func TestMemoryLimit(t *testing.T) {
 			}
 		} else if !strings.Contains(res.Stderr, "MemoryError") {
 			t.Errorf("rlimit fallback: stderr %q, want a MemoryError", res.Stderr)
+		} else if res.Status != nsjail.StatusMemoryLimit || out.code != nsjail.ExitKilled || res.Limits["memory"].Evidence != nsjail.EvidenceMemoryError {
+			// The same status as under a cgroup (issue 19, point 1).
+			t.Errorf("rlimit fallback: status %s exit %d evidence %q (%s), want memory_limit/137 on python_memory_error", res.Status, out.code, res.Limits["memory"].Evidence, res.Message)
 		}
 	})
 }
