@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -91,6 +92,7 @@ func TestClassify(t *testing.T) {
 // names it (issue 19, point 1); a cgroup's limits keep the kernel's
 // evidence alone.
 func classifyRlimitCases(t *testing.T) {
+	realHostMemory := hostMemory
 	sig := func(s unix.Signal) uint32 { return uint32(s) }
 	exit1 := &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8}
 	rlimitMem := map[string]LimitInfo{"memory": {Value: 1 << 28, Unit: "bytes", EnforcedBy: ByRlimit}}
@@ -110,27 +112,37 @@ func classifyRlimitCases(t *testing.T) {
 		code      int
 		hit       bool     // pids_limit_hit
 		evidence  Evidence // of the limit of the status, or of pids
+		// hostRAM is the host's RAM plus swap (0: sysinfo failed), and
+		// overcommit vm.overcommit_memory.
+		hostRAM    int64
+		overcommit int
 	}{
-		{"MemoryError at exit 1", "", rlimitMem, exit1, nil, memErr, 0, StatusMemoryLimit, ExitKilled, false, EvidenceMemoryError},
-		{"MemoryError with a message", "", rlimitMem, exit1, nil, "MemoryError: cannot allocate\n", 0, StatusMemoryLimit, ExitKilled, false, EvidenceMemoryError},
-		{"MemoryError, then more output", "", rlimitMem, exit1, nil, memErr + "cleanup failed\n", 0, StatusExit, 1, false, ""},
-		{"MemoryError handled, exit 0", "", rlimitMem, &StatusMsg{Kind: kindExit}, nil, memErr, 0, StatusOK, 0, false, ""},
-		{"MemoryError, exit 2", "", rlimitMem, &StatusMsg{Kind: kindExit, WaitStatus: 2 << 8}, nil, memErr, 0, StatusExit, 2, false, ""},
-		{"a name ending in MemoryError", "", rlimitMem, exit1, nil, "NotAMemoryError\n", 0, StatusExit, 1, false, ""},
-		{"MemoryError under a cgroup", "", cgroupMem, exit1, &cgroup.Stats{}, memErr, 0, StatusExit, 1, false, ""},
-		{"MemoryError without a memory limit", "", map[string]LimitInfo{}, exit1, nil, memErr, 0, StatusExit, 1, false, ""},
-		{"MemoryError, wall limit", "timeout", rlimitMem, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGKILL)}, nil, memErr, 0, StatusTimeout, ExitTimeLimit, false, ""},
+		{"MemoryError at exit 1", "", rlimitMem, exit1, nil, memErr, 0, StatusMemoryLimit, ExitKilled, false, EvidenceMemoryError, 0, 0},
+		{"MemoryError with a message", "", rlimitMem, exit1, nil, "MemoryError: cannot allocate\n", 0, StatusMemoryLimit, ExitKilled, false, EvidenceMemoryError, 0, 0},
+		{"MemoryError, then more output", "", rlimitMem, exit1, nil, memErr + "cleanup failed\n", 0, StatusExit, 1, false, "", 0, 0},
+		{"MemoryError handled, exit 0", "", rlimitMem, &StatusMsg{Kind: kindExit}, nil, memErr, 0, StatusOK, 0, false, "", 0, 0},
+		{"MemoryError, exit 2", "", rlimitMem, &StatusMsg{Kind: kindExit, WaitStatus: 2 << 8}, nil, memErr, 0, StatusExit, 2, false, "", 0, 0},
+		{"another exception naming MemoryError", "", rlimitMem, exit1, nil, "ValueError: not a MemoryError\n", 0, StatusExit, 1, false, "", 0, 0},
+		{"numpy's MemoryError", "", rlimitMem, exit1, nil, "Traceback ...\nnumpy.core._exceptions._ArrayMemoryError: Unable to allocate 16.0 GiB for an array with shape (2147483648,) and data type float64\n", 0, StatusMemoryLimit, ExitKilled, false, EvidenceMemoryError, 0, 0},
+		{"a sentence ending in MemoryError", "", rlimitMem, exit1, nil, "raised a MemoryError\n", 0, StatusExit, 1, false, "", 0, 0},
+		{"MemoryError under a cgroup, sysinfo failed", "", cgroupMem, exit1, &cgroup.Stats{}, memErr, 0, StatusExit, 1, false, "", 0, 0},
+		{"MemoryError under a cgroup, request past the host", "", cgroupMem, exit1, &cgroup.Stats{}, memErr, 0, StatusMemoryLimit, ExitKilled, false, EvidenceMemoryError, 1 << 34, 0},
+		{"MemoryError under a cgroup, limit past the host", "", cgroupMem, exit1, &cgroup.Stats{}, memErr, 0, StatusExit, 1, false, "", 1 << 27, 0},
+		{"MemoryError under a cgroup, strict overcommit", "", cgroupMem, exit1, &cgroup.Stats{}, memErr, 0, StatusExit, 1, false, "", 1 << 34, 2},
+		{"MemoryError under a cgroup, OOM kill counted, exit 1", "", cgroupMem, exit1, &cgroup.Stats{OOMKills: 1}, memErr, 0, StatusMemoryLimit, ExitKilled, false, EvidenceMemoryError, 1 << 34, 0},
+		{"MemoryError without a memory limit", "", map[string]LimitInfo{}, exit1, nil, memErr, 0, StatusExit, 1, false, "", 0, 0},
+		{"MemoryError, wall limit", "timeout", rlimitMem, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGKILL)}, nil, memErr, 0, StatusTimeout, ExitTimeLimit, false, "", 0, 0},
 
-		{"tasks at the limit at exit, payload failed", "", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8, Tasks: 32}, nil, "", 0, StatusPidsLimit, ExitKilled, true, EvidenceTasksSampled},
-		{"tasks at the limit polled, payload failed", "", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8, Tasks: 3}, nil, "", 32, StatusPidsLimit, ExitKilled, true, EvidenceTasksSampled},
-		{"tasks at the limit, payload ok", "", rlimitPids, &StatusMsg{Kind: kindExit, Tasks: 32}, nil, "", 0, StatusOK, 0, true, EvidenceTasksSampled},
-		{"tasks below the limit, payload failed", "", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8, Tasks: 31}, nil, "", 31, StatusExit, 1, false, ""},
-		{"tasks at the limit, killed by a signal", "", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGSEGV), Tasks: 40}, nil, "", 0, StatusPidsLimit, ExitKilled, true, EvidenceTasksSampled},
-		{"tasks at the limit, no report", "", rlimitPids, nil, nil, "", 32, StatusPidsLimit, ExitKilled, true, EvidenceTasksSampled},
-		{"tasks at the limit, wall limit", "timeout", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGKILL), Tasks: 32}, nil, "", 0, StatusTimeout, ExitTimeLimit, false, ""},
-		{"tasks counted under a cgroup", "", cgroupPids, &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8, Tasks: 40}, &cgroup.Stats{}, "", 0, StatusExit, 1, false, ""},
-		{"cgroup OOM kill names its evidence", "", cgroupMem, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGKILL)}, &cgroup.Stats{OOMKills: 1}, "", 0, StatusMemoryLimit, ExitKilled, false, EvidenceOOMKill},
-		{"cgroup refused forks name their evidence", "", cgroupPids, exit1, &cgroup.Stats{PidsMaxEvents: 2}, "", 0, StatusPidsLimit, ExitKilled, true, EvidencePidsEvents},
+		{"tasks at the limit at exit, payload failed", "", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8, Tasks: 32}, nil, "", 0, StatusPidsLimit, ExitKilled, true, EvidenceTasksSampled, 0, 0},
+		{"tasks at the limit polled, payload failed", "", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8, Tasks: 3}, nil, "", 32, StatusPidsLimit, ExitKilled, true, EvidenceTasksSampled, 0, 0},
+		{"tasks at the limit, payload ok", "", rlimitPids, &StatusMsg{Kind: kindExit, Tasks: 32}, nil, "", 0, StatusOK, 0, true, EvidenceTasksSampled, 0, 0},
+		{"tasks below the limit, payload failed", "", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8, Tasks: 31}, nil, "", 31, StatusExit, 1, false, "", 0, 0},
+		{"tasks at the limit, killed by a signal", "", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGSEGV), Tasks: 40}, nil, "", 0, StatusPidsLimit, ExitKilled, true, EvidenceTasksSampled, 0, 0},
+		{"tasks at the limit, no report", "", rlimitPids, nil, nil, "", 32, StatusPidsLimit, ExitKilled, true, EvidenceTasksSampled, 0, 0},
+		{"tasks at the limit, wall limit", "timeout", rlimitPids, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGKILL), Tasks: 32}, nil, "", 0, StatusTimeout, ExitTimeLimit, false, "", 0, 0},
+		{"tasks counted under a cgroup", "", cgroupPids, &StatusMsg{Kind: kindExit, WaitStatus: 1 << 8, Tasks: 40}, &cgroup.Stats{}, "", 0, StatusExit, 1, false, "", 0, 0},
+		{"cgroup OOM kill names its evidence", "", cgroupMem, &StatusMsg{Kind: kindExit, WaitStatus: sig(unix.SIGKILL)}, &cgroup.Stats{OOMKills: 1}, "", 0, StatusMemoryLimit, ExitKilled, false, EvidenceOOMKill, 0, 0},
+		{"cgroup refused forks name their evidence", "", cgroupPids, exit1, &cgroup.Stats{PidsMaxEvents: 2}, "", 0, StatusPidsLimit, ExitKilled, true, EvidencePidsEvents, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run("rlimit/"+tc.name, func(t *testing.T) {
@@ -142,6 +154,13 @@ func classifyRlimitCases(t *testing.T) {
 			s.stderr = newCapture(1<<20, nil)
 			s.stderr.Write([]byte(tc.stderr))
 			s.sampleTasks(tc.polled)
+			hostMemory = func() (int64, int, error) {
+				if tc.hostRAM == 0 {
+					return 0, 0, errors.New("no sysinfo")
+				}
+				return tc.hostRAM, tc.overcommit, nil
+			}
+			defer func() { hostMemory = realHostMemory }()
 			s.classify(tc.exit, tc.st)
 			r := s.res
 			if r.Status != tc.status || r.ProcessExitCode() != tc.code || r.PidsLimitHit != tc.hit {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -103,29 +106,92 @@ func (s *supervisor) pythonMemoryError() bool {
 	return endsWithMemoryError(s.stderr.Bytes())
 }
 
+// endsWithMemoryError: the last line of b names an exception whose class
+// is MemoryError or a subclass named so (numpy's
+// numpy.core._exceptions._ArrayMemoryError: "Unable to allocate 16.0 GiB
+// ..."), alone or with a message. A traceback prints a class outside
+// builtins with its module path.
 func endsWithMemoryError(b []byte) bool {
 	b = bytes.TrimRight(b, " \t\r\n")
 	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
 		b = b[i+1:]
 	}
-	return string(b) == "MemoryError" || bytes.HasPrefix(b, []byte("MemoryError: "))
+	name, _, _ := bytes.Cut(b, []byte(": "))
+	for _, c := range name {
+		if !(c == '_' || c == '.' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	if i := bytes.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return bytes.HasSuffix(name, []byte("MemoryError"))
 }
 
-// classifyRlimits decides a memory_limit or pids_limit status where those
-// limits are rlimits, after no kill of sbx's and no cgroup evidence
-// decided the run; it reports whether it did. ws is the payload's wait
-// status.
-func (s *supervisor) classifyRlimits(exit *StatusMsg, ws unix.WaitStatus) bool {
+// hostMemory is what the host's overcommit policy refuses an allocation
+// against: RAM plus swap, and vm.overcommit_memory. A variable for the
+// tests.
+var hostMemory = func() (ramSwap int64, overcommit int, err error) {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0, 0, fmt.Errorf("sysinfo: %w", err)
+	}
+	b, err := os.ReadFile("/proc/sys/vm/overcommit_memory")
+	if err != nil {
+		return 0, 0, err
+	}
+	oc, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, 0, fmt.Errorf("/proc/sys/vm/overcommit_memory %q: %w", b, err)
+	}
+	return (int64(si.Totalram) + int64(si.Totalswap)) * int64(si.Unit), oc, nil
+}
+
+// memoryErrorAtLimit tells whether the payload's end is a refused
+// allocation past its memory limit, and says how. CPython exits 1 on an
+// uncaught exception, and raises MemoryError when malloc fails.
+//
+//   - Under RLIMIT_DATA the kernel refuses the mmap or brk that passes the
+//     limit (ENOMEM, setrlimit(2)) and counts nothing: the MemoryError is
+//     the trace.
+//   - Under a cgroup the limit refuses nothing (its OOM killer kills), but
+//     the host's overcommit heuristic (vm.overcommit_memory 0) refuses at
+//     once a request larger than RAM plus swap (mm/util.c
+//     __vm_enough_memory, OVERCOMMIT_GUESS). With the limit below that, the
+//     request was past the limit too: what RLIMIT_DATA calls memory_limit,
+//     the cgroup run is called the same (bytearray(64*1024**3)).
+//
+// The payload can print a MemoryError unprovoked; a forged memory_limit
+// only misreports its own run (DESIGN.md, "What each mode can tell").
+func (s *supervisor) memoryErrorAtLimit(exit *StatusMsg, ws unix.WaitStatus) (string, bool) {
+	li, ok := s.res.Limits["memory"]
+	limit := s.job.Limits.MemoryBytes
+	if !ok || limit <= 0 || exit == nil || !ws.Exited() || ws.ExitStatus() != 1 || !s.pythonMemoryError() {
+		return "", false
+	}
+	switch li.EnforcedBy {
+	case ByRlimit:
+		return fmt.Sprintf("memory limit of %s reached (RLIMIT_DATA, per process): an allocation was refused, and the payload ended with Python's MemoryError (exit status 1)", units.HumanSize(limit)), true
+	case ByCgroup1, ByCgroup2:
+		total, overcommit, err := hostMemory()
+		if err != nil || overcommit != 0 || total <= limit {
+			return "", false
+		}
+		return fmt.Sprintf("memory limit of %s passed: the payload asked at once for more than the host's memory and swap (%.1f GiB), which the kernel refuses, and ended with Python's MemoryError (exit status 1)", units.HumanSize(limit), float64(total)/(1<<30)), true
+	}
+	return "", false
+}
+
+// classifyByEvidence decides a memory_limit or pids_limit status that no
+// cgroup count shows, after no kill of sbx's and no OOM kill or refused
+// fork counted by a cgroup decided the run; it reports whether it did.
+// ws is the payload's wait status.
+func (s *supervisor) classifyByEvidence(exit *StatusMsg, ws unix.WaitStatus) bool {
 	res := s.res
 	l := s.job.Limits
-	if s.byRlimit("memory") && exit != nil && ws.Exited() && ws.ExitStatus() == 1 && s.pythonMemoryError() {
-		// CPython exits 1 on an uncaught exception, and raises
-		// MemoryError when malloc fails: under RLIMIT_DATA, when the
-		// kernel refuses the mmap or brk past it (ENOMEM, setrlimit(2)).
-		// The payload can print it unprovoked; a forged memory_limit
-		// only misreports its own run (DESIGN.md).
+	if msg, ok := s.memoryErrorAtLimit(exit, ws); ok {
 		res.Status, res.ExitCode, res.Signal = StatusMemoryLimit, ExitKilled, nil
-		res.Message = fmt.Sprintf("memory limit of %s reached (RLIMIT_DATA, per process): an allocation was refused, and the payload ended with Python's MemoryError (exit status 1)", units.HumanSize(l.MemoryBytes))
+		res.Message = msg
 		s.setEvidence("memory", EvidenceMemoryError)
 		return true
 	}

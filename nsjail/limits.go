@@ -71,11 +71,13 @@ const (
 	// EvidencePidsEvents: the cgroup's pids.events "max" counted refused
 	// forks. Kernel evidence.
 	EvidencePidsEvents Evidence = "pids_events"
-	// EvidenceMemoryError: under RLIMIT_DATA, the payload exited with
-	// status 1 and the last line of its stderr is CPython's report of an
-	// uncaught MemoryError (the interpreter's answer to the ENOMEM of a
-	// refused mmap or brk). Payload-visible: a payload can print it
-	// itself, and then misreports only its own run (DESIGN.md).
+	// EvidenceMemoryError: the payload exited with status 1 and the last
+	// line of its stderr is Python's report of an uncaught MemoryError
+	// (the interpreter's answer to the ENOMEM of a refused mmap or brk):
+	// under RLIMIT_DATA, or under a cgroup for a request larger than the
+	// host's RAM and swap (memoryErrorAtLimit). Payload-visible: a payload
+	// can print it itself, and then misreports only its own run
+	// (DESIGN.md).
 	EvidenceMemoryError Evidence = "python_memory_error"
 	// EvidenceTasksSampled: under RLIMIT_NPROC, a count of the sandbox's
 	// tasks (the poll's, or the init's when the payload ended) reached
@@ -324,7 +326,7 @@ func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {
 			res.Status, res.ExitCode = StatusPidsLimit, ExitKilled
 			res.Message = fmt.Sprintf("pids limit of %d reached: %d forks were refused and the payload failed", s.job.Limits.Pids, st.PidsMaxEvents)
 		}
-	case s.classifyRlimits(exit, ws):
+	case s.classifyByEvidence(exit, ws):
 	case exit == nil || !ws.Signaled():
 		return
 	case rlimitCPUKill(ws.Signal(), exit.cpuTime(), rlimitFor(s.lateRlimits, "RLIMIT_CPU")):
