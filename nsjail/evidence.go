@@ -96,9 +96,9 @@ func (s *supervisor) fillPidsPeak(st *cgroup.Stats, exit *StatusMsg) {
 }
 
 // pythonMemoryError reports whether the last line of the payload's
-// stderr is CPython's report of an uncaught MemoryError: "MemoryError",
-// or "MemoryError: ..." with a message. The capture keeps the stream's
-// tail, so a long traceback still ends there.
+// stderr is Python's report of an uncaught MemoryError
+// (endsWithMemoryError). The capture keeps the stream's tail, so a long
+// traceback still ends there.
 func (s *supervisor) pythonMemoryError() bool {
 	if s.stderr == nil {
 		return false
