@@ -464,7 +464,9 @@ func TestResultContract(t *testing.T) {
 		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "-c", "bytearray(2*1024**3)"}},
 		// Past any host's memory: refused at once under a cgroup too.
 		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "-c", "bytearray(2**62)"}},
-		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "-c", "import numpy; numpy.ones(2**31)"}},
+		// Generous time: importing numpy takes seconds of CPU in an
+		// emulated VM (make vmtest).
+		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "--cpu-time", "60s", "--timeout", "60s", "-c", "import numpy; numpy.ones(2**31)"}},
 		{nsjail.StatusMemoryLimit, []string{"--memory", "128M", "--timeout", "20s", data("memory_bomb.py")}},
 		{nsjail.StatusPidsLimit, []string{"--pids", "32", "--timeout", "20s", data("fork_bomb.py")}},
 		{nsjail.StatusOutputLimit, []string{"--output-limit", "1M", "--output-policy", "kill", data("flood.py"), "100"}},
