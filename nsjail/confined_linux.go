@@ -22,14 +22,14 @@ type confinedCall struct {
 // neither the filter nor Landlock, as before.
 var postConfineSyscalls = []confinedCall{
 	{Name: "write", Why: "status lines (ready, started, exit), the input files, the workspace report"},
-	{Name: "read", Why: "the Payload and the input files' bytes on the control pipe"},
+	{Name: "read", Why: "the Payload and the input files' bytes on the control pipe; /proc/PID/stat for the task count when the payload ends (countTasks)"},
 	{Name: "close", Why: "each input file and each walked directory or file"},
 	{Name: "mkdirat", Why: "an input's parent directories in the workspace (os.MkdirAll)"},
 	{Name: "newfstatat", Why: "os.MkdirAll and lookPath stat their paths; the walk lstat's each entry"},
 	{Name: "fstat", Why: "the walk checks each file it opened"},
-	{Name: "openat", Why: "an input file (O_CREAT|O_EXCL|O_NOFOLLOW), the walk's directories and files"},
+	{Name: "openat", Why: "an input file (O_CREAT|O_EXCL|O_NOFOLLOW), the walk's directories and files, /proc and its stat files (countTasks)"},
 	{Name: "faccessat", Why: "lookPath checks X_OK on argv[0] (unix.Access)"},
-	{Name: "getdents64", Why: "the walk lists each directory"},
+	{Name: "getdents64", Why: "the walk lists each directory; countTasks lists /proc"},
 	{Name: "readlinkat", Why: "the walk reports symlinks' targets"},
 	{Name: "pread64", Why: "the walk reads each file it sends"},
 	{Name: "lseek", Why: "the walk skips holes (SEEK_DATA, SEEK_HOLE)"},

@@ -25,6 +25,16 @@ type (
 	Attempt    = spec.Attempt
 	Summary    = spec.Summary
 	Forward    = spec.Forward
+	Evidence   = spec.Evidence
+)
+
+const (
+	EvidenceOOMKill      = spec.EvidenceOOMKill
+	EvidencePidsEvents   = spec.EvidencePidsEvents
+	EvidenceMemoryError  = spec.EvidenceMemoryError
+	EvidenceTasksSampled = spec.EvidenceTasksSampled
+	PidsPeakCgroup       = spec.PidsPeakCgroup
+	PidsPeakSampled      = spec.PidsPeakSampled
 )
 
 const (

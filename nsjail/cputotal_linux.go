@@ -68,14 +68,19 @@ type cpuMeter struct {
 	// parent they were found under.
 	stack  [cpuWalkMax][2]int32
 	capped bool
+	// tasks counts the threads listed by this poll (listTasks).
+	tasks int
 	// clock is the task-clock perf counter of the payload's tree, or -1.
 	clock int
 }
 
 // cpuReading is one poll's total.
 type cpuReading struct {
-	total  time.Duration
-	procs  int  // processes read, the init included
+	total time.Duration
+	procs int // processes read, the init included
+	// tasks are the threads of those processes, the init's included:
+	// what RLIMIT_NPROC counts (countTasks), a lower bound when capped.
+	tasks  int
 	capped bool // the walk stopped at cpuWalkMax
 	// byClock: the task clock read more than /proc.
 	byClock bool
@@ -105,6 +110,7 @@ func (m *cpuMeter) read() (cpuReading, error) {
 	}
 	r.total = time.Duration(st.cutime+st.cstime) * m.tick
 	r.procs = 1
+	m.tasks = 0
 	n := m.pushChildren(0, m.initDir, 0)
 	for n > 0 {
 		n--
@@ -126,6 +132,7 @@ func (m *cpuMeter) read() (cpuReading, error) {
 	}
 	r.capped = r.capped || m.capped
 	m.capped = false
+	r.tasks = m.tasks
 	// Both are lower bounds of the truth, from different evidence: the
 	// larger holds.
 	if c, ok := m.readTaskClock(); ok && c > r.total {
@@ -266,6 +273,7 @@ func (m *cpuMeter) listTasks(dir, pid int) []int32 {
 	if k == len(m.tids) {
 		m.capped = true
 	}
+	m.tasks += k
 	return m.tids[:k]
 }
 
@@ -421,6 +429,7 @@ func (s *supervisor) pollCPUTotal(m *cpuMeter, limit, base time.Duration, stop <
 		if err != nil {
 			return // the init is gone: the run is ending
 		}
+		s.sampleTasks(r.tasks)
 		if r.capped && !warned {
 			warned = true
 			s.warn(fmt.Sprintf("the CPU time total read at most %d processes (and %d threads of each) per poll: live processes past them counted only once reaped", cpuWalkMax, cpuTasksMax))

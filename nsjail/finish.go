@@ -29,7 +29,7 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		s.usageFromExit(exit)
 		s.denials(exit)
 	case exit != nil:
-	case !s.killed() && (st == nil || st.PidsMaxEvents == 0):
+	case !s.killed() && (st == nil || st.PidsMaxEvents == 0) && !s.pidsSampledAtLimit(nil):
 		return fmt.Errorf("sbx init ended without a status (%v)", describeWait(cmd, waitErr))
 	default:
 		s.usageFromInit(cmd)
@@ -46,9 +46,9 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		if st.PeakMemoryBytes > 0 {
 			u.PeakMemoryBytes = st.PeakMemoryBytes
 		}
-		u.PidsPeak = st.PidsPeak
 		res.PidsLimitHit = res.PidsLimitHit || st.PidsMaxEvents > 0
 	}
+	s.fillPidsPeak(st, exit)
 	return nil
 }
 

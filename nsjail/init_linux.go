@@ -518,6 +518,7 @@ func (in *initProc) reap(pid int) int {
 	go in.readControl()
 
 	var payloadStatus unix.WaitStatus
+	tasks := 0
 	for {
 		var ws unix.WaitStatus
 		wpid, err := unix.Wait4(-1, &ws, 0, nil)
@@ -534,6 +535,9 @@ func (in *initProc) reap(pid int) int {
 		}
 		if wpid == pid {
 			payloadStatus = ws
+			// Before the kill: the evidence of RLIMIT_NPROC (the
+			// payload, reaped already, counts as one).
+			tasks = countTasks() + 1
 			// The payload is gone: nothing of the run may outlive it, a
 			// double-forked daemon included.
 			killAll()
@@ -547,6 +551,7 @@ func (in *initProc) reap(pid int) int {
 		UserUS:     ru.Utime.Sec*1e6 + ru.Utime.Usec,
 		SystemUS:   ru.Stime.Sec*1e6 + ru.Stime.Usec,
 		MaxRSSKB:   ru.Maxrss,
+		Tasks:      tasks,
 	}
 	in.subtractWarmBase(&m)
 	if in.denials != nil {

@@ -261,8 +261,10 @@ func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {
 	case st != nil && st.OOMKills > 0 && (exit == nil || ws.Signaled() && ws.Signal() == unix.SIGKILL):
 		res.Status, res.ExitCode = StatusMemoryLimit, ExitKilled
 		res.Message = fmt.Sprintf("memory limit of %s reached: the kernel's OOM killer ended the payload", units.HumanSize(s.job.Limits.MemoryBytes))
+		s.setEvidence("memory", EvidenceOOMKill)
 	case st != nil && st.PidsMaxEvents > 0:
 		res.PidsLimitHit = true
+		s.setEvidence("pids", EvidencePidsEvents)
 		// The pids controller never kills: the run ended because of it
 		// when forks failed and the payload then failed (or the init
 		// could not make a thread and the sandbox died).
@@ -270,6 +272,7 @@ func (s *supervisor) classifyLimits(st *cgroup.Stats, exit *StatusMsg) {
 			res.Status, res.ExitCode = StatusPidsLimit, ExitKilled
 			res.Message = fmt.Sprintf("pids limit of %d reached: %d forks were refused and the payload failed", s.job.Limits.Pids, st.PidsMaxEvents)
 		}
+	case s.classifyByEvidence(exit, ws):
 	case exit == nil || !ws.Signaled():
 		return
 	case rlimitCPUKill(ws.Signal(), exit.cpuTime(), rlimitFor(s.lateRlimits, "RLIMIT_CPU")):

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -136,6 +137,9 @@ type supervisor struct {
 	// is closed.
 	cpuClock    int
 	cpuClockErr error
+	// tasksPolled is the most tasks the CPU poll counted (rlimit mode),
+	// for usage.pids_peak and the pids evidence (evidence.go).
+	tasksPolled atomic.Int64
 	warnMu      sync.Mutex
 	// cgBeforeClone: cg was made before the clone (pure v2), so the
 	// init can be born in it; otherwise cg is being made beside it.
@@ -374,12 +378,14 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 					t := time.NewTicker(20 * time.Millisecond)
 					defer t.Stop()
 					cpuTick = t.C
-				} else if job.Limits.CPUTime > 0 {
-					// No cgroup: the total from /proc (cputotal_linux.go).
+				} else if job.Limits.CPUTime > 0 || s.pidsByRlimit() {
+					// No cgroup: the total from /proc (cputotal_linux.go),
+					// which also samples the tasks for RLIMIT_NPROC's
+					// evidence (evidence.go).
 					stop := make(chan struct{})
 					defer close(stop)
 					var err error
-					if cpuOver, err = s.watchCPUTotal(cmd.Process.Pid, job.Limits.CPUTime, stop); err != nil {
+					if cpuOver, err = s.watchCPUTotal(cmd.Process.Pid, cpuLimitOrNone(job.Limits.CPUTime), stop); err != nil {
 						stepErr = err
 						hardKill()
 					}

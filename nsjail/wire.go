@@ -164,6 +164,11 @@ type StatusMsg struct {
 	UserUS   int64 `json:"user_us,omitempty"`
 	SystemUS int64 `json:"system_us,omitempty"`
 	MaxRSSKB int64 `json:"maxrss_kb,omitempty"`
+	// Tasks is how many tasks the sandbox held when the payload ended,
+	// counted by the init before it killed the rest: the payload (as
+	// one), what it left behind, and the init's own threads
+	// (countTasks).
+	Tasks int `json:"tasks,omitempty"`
 	// Marks are the init's step timings (Payload.Timings).
 	Marks []Mark `json:"marks,omitempty"`
 	// Filtered says a seccomp filter was loaded; Denials counts what it

@@ -411,48 +411,137 @@ func jsonType(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
+// usageSchema and limitSchema are resultSchema for usage and for each
+// entry of limits.
+var usageSchema = map[string]string{
+	"wall_ms": "number", "cpu_ms": "number", "user_ms": "number", "system_ms": "number",
+	"peak_memory_bytes": "number", "pids_peak": "number|null", "pids_peak_source": "string?",
+}
+
+var limitSchema = map[string]string{
+	"value": "number", "unit": "string", "enforced_by": "string", "note": "string?",
+	"at_kill": "number?", "evidence": "string?",
+}
+
+// checkFields fails for each field of m missing from schema or not of its
+// type, and for each field of schema m lacks (unless optional, "?").
+func checkFields(t *testing.T, what string, m map[string]any, schema map[string]string) {
+	t.Helper()
+	for k, want := range schema {
+		v, ok := m[k]
+		optional := strings.HasSuffix(want, "?")
+		want = strings.TrimSuffix(want, "?")
+		switch got := jsonType(v); {
+		case !ok && !optional:
+			t.Errorf("%s: no %s", what, k)
+		case ok && got != want && !strings.Contains("|"+want+"|", "|"+got+"|"):
+			t.Errorf("%s: %s is %s (%v), want %s", what, k, got, v, want)
+		}
+	}
+	for k := range m {
+		if _, ok := schema[k]; !ok {
+			t.Errorf("%s: field %s is not in the test's schema", what, k)
+		}
+	}
+}
+
 // TestResultContract runs one payload per status, as root and as uid
 // 65534, and checks that each Result has every field with its schema type
-// (issue 19, acceptance). memory_limit and pids_limit are left out: which
-// one a host reports depends on its cgroup (issue 19, point 1).
+// (issue 19, acceptance), and that the same payload gets the same status
+// whichever identity runs it, whether a cgroup or rlimits enforce its
+// limits (issue 19, point 1): a memory bomb is memory_limit, a fork bomb
+// pids_limit with pids_limit_hit, and the Result names the evidence.
 func TestResultContract(t *testing.T) {
+	cases := []struct {
+		status nsjail.Status
+		args   []string
+	}{
+		{nsjail.StatusOK, []string{"-c", "pass"}},
+		{nsjail.StatusExit, []string{data("exit3.py")}},
+		{nsjail.StatusSignal, []string{"-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"}},
+		{nsjail.StatusTimeout, []string{"--timeout", "0.5s", "-c", "import time; time.sleep(30)"}},
+		{nsjail.StatusCPULimit, []string{"--cpu-time", "1s", "--timeout", "20s", data("burn.py"), "1"}},
+		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "-c", "bytearray(2*1024**3)"}},
+		// Past any host's memory: refused at once under a cgroup too.
+		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "-c", "bytearray(2**62)"}},
+		// Generous time: importing numpy takes seconds of CPU in an
+		// emulated VM (make vmtest).
+		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "--cpu-time", "60s", "--timeout", "60s", "-c", "import numpy; numpy.ones(2**31)"}},
+		{nsjail.StatusMemoryLimit, []string{"--memory", "128M", "--timeout", "20s", data("memory_bomb.py")}},
+		{nsjail.StatusPidsLimit, []string{"--pids", "32", "--timeout", "20s", data("fork_bomb.py")}},
+		{nsjail.StatusOutputLimit, []string{"--output-limit", "1M", "--output-policy", "kill", data("flood.py"), "100"}},
+		{"not_found", []string{"--", "nosuchprog"}},
+		{"cannot_exec", []string{"--", "/etc/passwd"}},
+		{nsjail.StatusSetupError, []string{data("no-such-script.py")}},
+		{nsjail.StatusSetupError, []string{"--bogus", "-c", "pass"}},
+	}
+	// seen[i] is, per identity, what case i ended as.
+	seen := make([]map[string]string, len(cases))
+	for i := range seen {
+		seen[i] = map[string]string{}
+	}
 	forEach(t, func(t *testing.T, r runner) {
-		for _, tc := range []struct {
-			status nsjail.Status
-			args   []string
-		}{
-			{nsjail.StatusOK, []string{"-c", "pass"}},
-			{nsjail.StatusExit, []string{data("exit3.py")}},
-			{nsjail.StatusSignal, []string{"-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"}},
-			{nsjail.StatusTimeout, []string{"--timeout", "0.5s", "-c", "import time; time.sleep(30)"}},
-			{nsjail.StatusCPULimit, []string{"--cpu-time", "1s", "--timeout", "20s", data("burn.py"), "1"}},
-			{nsjail.StatusOutputLimit, []string{"--output-limit", "1M", "--output-policy", "kill", data("flood.py"), "100"}},
-			{"not_found", []string{"--", "nosuchprog"}},
-			{"cannot_exec", []string{"--", "/etc/passwd"}},
-			{nsjail.StatusSetupError, []string{data("no-such-script.py")}},
-			{nsjail.StatusSetupError, []string{"--bogus", "-c", "pass"}},
-		} {
+		for i, tc := range cases {
 			out := r.exec(t, "", append([]string{"exec", "--json"}, tc.args...)...)
 			m := rawResult(t, out)
+			what := fmt.Sprintf("%s %v", tc.status, tc.args)
 			if m["status"] != string(tc.status) {
 				t.Errorf("%v: status %v (%v), want %s", tc.args, m["status"], m["message"], tc.status)
 			}
-			for k, want := range resultSchema {
-				v, ok := m[k]
-				optional := strings.HasSuffix(want, "?")
-				want = strings.TrimSuffix(want, "?")
-				switch got := jsonType(v); {
-				case !ok && !optional:
-					t.Errorf("%s %v: no %s", tc.status, tc.args, k)
-				case ok && got != want && !strings.Contains("|"+want+"|", "|"+got+"|"):
-					t.Errorf("%s %v: %s is %s (%v), want %s", tc.status, tc.args, k, got, v, want)
+			checkFields(t, what, m, resultSchema)
+			usage, _ := m["usage"].(map[string]any)
+			checkFields(t, what+" usage", usage, usageSchema)
+			if (usage["pids_peak"] == nil) != (usage["pids_peak_source"] == nil) {
+				t.Errorf("%s: pids_peak %v with pids_peak_source %v", what, usage["pids_peak"], usage["pids_peak_source"])
+			}
+			ran := tc.status != nsjail.StatusSetupError && tc.status != "not_found" && tc.status != "cannot_exec"
+			if ran && usage["pids_peak"] == nil {
+				// The init counts the tasks when the payload ends.
+				t.Errorf("%s: pids_peak null", what)
+			}
+			limits, _ := m["limits"].(map[string]any)
+			for k, v := range limits {
+				li, _ := v.(map[string]any)
+				checkFields(t, what+" limits."+k, li, limitSchema)
+			}
+			evidence := func(key string) any {
+				li, _ := limits[key].(map[string]any)
+				return li["evidence"]
+			}
+			switch tc.status {
+			case nsjail.StatusMemoryLimit:
+				if e := evidence("memory"); e != string(nsjail.EvidenceOOMKill) && e != string(nsjail.EvidenceMemoryError) {
+					t.Errorf("%s: limits.memory.evidence %v (%v)", what, e, limits["memory"])
+				}
+			case nsjail.StatusPidsLimit:
+				if e := evidence("pids"); e != string(nsjail.EvidencePidsEvents) && e != string(nsjail.EvidenceTasksSampled) {
+					t.Errorf("%s: limits.pids.evidence %v (%v)", what, e, limits["pids"])
+				}
+				if m["pids_limit_hit"] != true {
+					t.Errorf("%s: pids_limit_hit %v", what, m["pids_limit_hit"])
+				}
+			default:
+				for k := range limits {
+					if e := evidence(k); e != nil {
+						t.Errorf("%s: limits.%s.evidence %v, but no limit ended the run", what, k, e)
+					}
 				}
 			}
-			for k := range m {
-				if _, ok := resultSchema[k]; !ok {
-					t.Errorf("%s: field %s is not in the test's schema", tc.status, k)
-				}
-			}
+			seen[i][r.name] = fmt.Sprintf("%v exit %d pids_limit_hit %v", m["status"], out.code, m["pids_limit_hit"])
 		}
 	})
+	for i, by := range seen {
+		var first, firstBy string
+		for _, r := range runners() {
+			got, ok := by[r.name]
+			if !ok {
+				continue // skipped: requireUserNS said why
+			}
+			if first == "" {
+				first, firstBy = got, r.name
+			} else if got != first {
+				t.Errorf("%v: %s as %s, but %s as %s", cases[i].args, got, r.name, first, firstBy)
+			}
+		}
+	}
 }

@@ -145,10 +145,27 @@ type Usage struct {
 	UserMS          int64 `json:"user_ms"`
 	SystemMS        int64 `json:"system_ms"`
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
-	// PidsPeak is the most tasks the sandbox held at once, where the
-	// kernel tells (pids.peak); 0 otherwise.
-	PidsPeak int64 `json:"pids_peak"`
+	// PidsPeak is the most tasks (threads included) the sandbox held at
+	// once: exact where the cgroup tells (pids.peak), else the most that
+	// sbx sampled; null when neither is known (issue 19, point 1: never
+	// 0 for unknown). PidsPeakSource says which.
+	PidsPeak *int64 `json:"pids_peak"`
+	// PidsPeakSource is PidsPeakCgroup or PidsPeakSampled; absent when
+	// pids_peak is null (added after pids_peak).
+	PidsPeakSource string `json:"pids_peak_source,omitempty"`
 }
+
+// Where usage.pids_peak comes from.
+const (
+	// PidsPeakCgroup: the cgroup's pids.peak (v2; v1 on Linux 6.1+),
+	// the exact high-water mark.
+	PidsPeakCgroup = "cgroup"
+	// PidsPeakSampled: the most tasks counted by the CPU poll (every
+	// cpuTotalPoll, rlimit mode) and by the init when the payload ended
+	// (tasks_linux.go). A lower bound: a peak between two samples is
+	// missed.
+	PidsPeakSampled = "sampled"
+)
 
 // ProcessExitCode maps a Result onto the exit status of `sbx exec` (DESIGN.md).
 func (r *Result) ProcessExitCode() int {
