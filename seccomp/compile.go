@@ -22,6 +22,24 @@ import (
 var compiled struct {
 	sync.Mutex
 	m map[string]*Filter
+	// precompiled are the filters served from the embedded table.
+	precompiled map[*Filter]bool
+}
+
+// Precompiled reports whether Compile served f from the filters embedded
+// at build time (precompiled.go) rather than compiling it with libseccomp.
+func Precompiled(f *Filter) bool {
+	compiled.Lock()
+	defer compiled.Unlock()
+	return compiled.precompiled[f]
+}
+
+func mapAdd(m map[*Filter]bool, f *Filter) map[*Filter]bool {
+	if m == nil {
+		m = map[*Filter]bool{}
+	}
+	m[f] = true
+	return m
 }
 
 // Compile turns a policy into a BPF program for the native architecture,
@@ -42,7 +60,9 @@ func Compile(p *Policy) (*Filter, error) {
 	// A built-in policy, unchanged since go generate: its filter is
 	// embedded (precompiled.go).
 	f := lookupPrecompiled(key)
-	if f == nil {
+	if f != nil {
+		compiled.precompiled = mapAdd(compiled.precompiled, f)
+	} else {
 		var err error
 		if f, err = compile(p); err != nil {
 			return nil, err
