@@ -18,7 +18,9 @@ Columns:
   runs/s    throughput with 2 workers, each starting runs back to back
   RSS       VmRSS of the runner's first process (sbx: the supervisor) and
             of its child (sbx: the init; bwrap: its pid 1) while the
-            payload sleeps, i.e. while the init waits in wait4
+            payload sleeps, i.e. while the init waits in wait4, with its
+            threads and its private part (what one more sandbox costs: the
+            rest is the binary's pages in the page cache, shared)
 """
 import os
 import statistics
@@ -68,8 +70,12 @@ def once(argv):
 
 
 def vmrss(pid):
-    """(VmRSS kB, threads) of pid, or (None, None) once it is gone."""
-    rss = thr = None
+    """(VmRSS kB, threads, private kB) of pid, or Nones once it is gone.
+
+    Private is Private_Clean + Private_Dirty of smaps_rollup: the pages
+    no other process maps. The rest of the RSS is mostly the binary's own
+    pages in the page cache, which every sbx and every init share."""
+    rss = thr = priv = None
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -77,9 +83,11 @@ def vmrss(pid):
                     rss = int(line.split()[1])
                 elif line.startswith("Threads:"):
                     thr = int(line.split()[1])
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            priv = sum(int(l.split()[1]) for l in f if l.startswith(("Private_Clean:", "Private_Dirty:")))
     except OSError:
         pass
-    return rss, thr
+    return rss, thr, priv
 
 
 def children(pid):
@@ -99,7 +107,7 @@ def rss(argv):
     time.sleep(0.8)
     top = vmrss(p.pid)
     kids = children(p.pid)
-    child = vmrss(kids[0]) if kids else (None, None)
+    child = vmrss(kids[0]) if kids else (None, None, None)
     p.wait()
     return top, child
 
@@ -151,7 +159,10 @@ def main():
     bw, pycpu = med["bwrap"], cmed["python3"]
 
     def kb(r):
-        return "—" if r[0] is None else f"{r[0] / 1024:.1f} MB ({r[1]} thr)"
+        if r[0] is None:
+            return "—"
+        priv = "" if r[2] is None else f", {r[2] / 1024:.1f} private"
+        return f"{r[0] / 1024:.1f} MB ({r[1]} thr{priv})"
     print(f"| runner | wall | vs bwrap | CPU per run | own CPU | runs/s at 2 workers | RSS: supervisor / init |")
     print("|---|---|---|---|---|---|---|")
     for n in names:
