@@ -184,6 +184,8 @@ type supervisor struct {
 type compiled struct {
 	f   *seccomp.Filter
 	err error
+	// precompiled: f was embedded at build time, not compiled now.
+	precompiled bool
 }
 
 // compileFilter compiles the Spec's seccomp policy (milliseconds, cached
@@ -192,11 +194,11 @@ type compiled struct {
 func compileFilter(name string, out chan<- compiled) {
 	p, err := seccomp.ForRun(name)
 	if err != nil {
-		out <- compiled{nil, err}
+		out <- compiled{err: err}
 		return
 	}
 	f, err := seccomp.Compile(p)
-	out <- compiled{f, err}
+	out <- compiled{f, err, f != nil && seccomp.Precompiled(f)}
 }
 
 // hostIDs returns the host uid and gid the sandbox user maps onto. An
@@ -620,7 +622,7 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 	return &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"sbx", initArg},
-		Env:         []string{},
+		Env:         initEnv,
 		Stdin:       p.inR,
 		Stdout:      p.outW,
 		Stderr:      p.errW,

@@ -499,7 +499,7 @@ func (s *supervisor) writeSetup(specLine []byte) {
 		s.ctlW.Close() // the init fails reading the rest, and says so
 		return
 	}
-	s.tl.mark("sbx: seccomp filter compiled")
+	s.tl.mark(c.mark())
 	<-s.cgReady
 	if s.cgErr != nil {
 		// No sandbox without its cgroup: the init fails reading the

@@ -22,12 +22,31 @@ import (
 var compiled struct {
 	sync.Mutex
 	m map[string]*Filter
+	// precompiled are the filters served from the embedded table.
+	precompiled map[*Filter]bool
+}
+
+// Precompiled reports whether Compile served f from the filters embedded
+// at build time (precompiled.go) rather than compiling it with libseccomp.
+func Precompiled(f *Filter) bool {
+	compiled.Lock()
+	defer compiled.Unlock()
+	return compiled.precompiled[f]
+}
+
+func mapAdd(m map[*Filter]bool, f *Filter) map[*Filter]bool {
+	if m == nil {
+		m = map[*Filter]bool{}
+	}
+	m[f] = true
+	return m
 }
 
 // Compile turns a policy into a BPF program for the native architecture,
 // on the host, before any namespace exists. A nil policy ("none") compiles
 // to a nil filter. Results are cached by the policy's content, so the
-// second call for the same policy returns the same *Filter at once.
+// second call for the same policy returns the same *Filter at once; the
+// built-in policies come precompiled (precompiled.go).
 func Compile(p *Policy) (*Filter, error) {
 	if p == nil {
 		return nil, nil
@@ -38,9 +57,16 @@ func Compile(p *Policy) (*Filter, error) {
 	if f := compiled.m[key]; f != nil {
 		return f, nil
 	}
-	f, err := compile(p)
-	if err != nil {
-		return nil, err
+	// A built-in policy, unchanged since go generate: its filter is
+	// embedded (precompiled.go).
+	f := lookupPrecompiled(key)
+	if f != nil {
+		compiled.precompiled = mapAdd(compiled.precompiled, f)
+	} else {
+		var err error
+		if f, err = compile(p); err != nil {
+			return nil, err
+		}
 	}
 	if compiled.m == nil {
 		compiled.m = map[string]*Filter{}

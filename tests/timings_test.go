@@ -38,7 +38,7 @@ func TestDebugTimingsShowEveryStep(t *testing.T) {
 				t.Errorf("%q comes after %q:\n%s", order[i-1], order[i], out.stderr)
 			}
 		}
-		for _, s := range []string{"sbx: seccomp filter compiled", "sbx: sandbox ready", "sbx: got started", "sbx: got exit", "sbx: result ready"} {
+		for _, s := range []string{"sbx: seccomp filter precompiled", "sbx: sandbox ready", "sbx: got started", "sbx: got exit", "sbx: result ready"} {
 			at(s)
 		}
 	})

@@ -1,0 +1,30 @@
+package nsjail
+
+// initEnv is the init's own environment (the payload's is the Spec's,
+// set at its execve). The Go runtime reads it before it starts anything
+// (runtime.schedinit), which no call from Init could do.
+//
+// GOMAXPROCS=2, whatever the host's CPU count or the affinity sbx runs
+// with: the init needs exactly two Ps, and deadlocks with one. It forks
+// the payload with vfork (CLONE_VM|CLONE_VFORK: syscall.forkAndExecInChild1
+// without namespace flags), and the raw clone keeps its P until the child
+// has exec'd; before that exec, the child's setsid is held by the seccomp
+// filter (ActHold) until the denial server sets the payload's rlimits on
+// it, and that goroutine needs a P of its own to run. With the default,
+// one P on a one-CPU host (or a sbx pinned to one CPU: taskset, cpusets)
+// held every run for its 30 s setup timeout (TestInitOnOneCPU). The init's
+// other goroutines (lo up, the control reader) spend their lives blocked
+// in syscalls, which need no P; more than two Ps would only let idle Ps
+// spin up threads to look for work, on cores that are the payload's
+// (issue 13).
+var initEnv = []string{"GOMAXPROCS=2"}
+
+// mark is the timeline's name for the filter's step: whether it came
+// embedded in the binary (the built-in policies, precompiled by go
+// generate) or was compiled with libseccomp during this start.
+func (c compiled) mark() string {
+	if c.precompiled {
+		return "sbx: seccomp filter precompiled"
+	}
+	return "sbx: seccomp filter compiled"
+}

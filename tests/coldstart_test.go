@@ -1,0 +1,76 @@
+//go:build integration
+
+package tests
+
+import (
+	"bytes"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// timelineSteps are the step names of a --debug-timings timeline.
+func timelineSteps(stderr string) []string {
+	var steps []string
+	for _, line := range strings.Split(stderr, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[0] == "[sbx:timings]" {
+			steps = append(steps, strings.Join(f[3:], " "))
+		}
+	}
+	return steps
+}
+
+// TestBuiltinFiltersArePrecompiled: a run under a built-in policy loads
+// the filter embedded at build time and compiles nothing with libseccomp
+// on its way to ready (issue 13: compiling the allowlist took ~20 ms of
+// the supervisor's CPU, on the critical path of every strict run). The
+// embedded program equals a fresh compile: seccomp's
+// TestPrecompiledFilters.
+func TestBuiltinFiltersArePrecompiled(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		for _, profile := range []string{"strict", "standard", "data", data("profiles/no-seccomp.toml")} {
+			out := r.exec(t, "", "exec", "--profile", profile, "--debug-timings", "--", "/bin/true")
+			if out.code != 0 {
+				t.Fatalf("profile %s: exit %d: %s", profile, out.code, out.stderr)
+			}
+			steps := strings.Join(timelineSteps(out.stderr), "\n")
+			if !strings.Contains(steps, "sbx: seccomp filter precompiled") || strings.Contains(steps, "sbx: seccomp filter compiled") {
+				t.Errorf("profile %s: the filter was not the precompiled one:\n%s", profile, out.stderr)
+			}
+		}
+	})
+}
+
+// TestInitOnOneCPU: sbx confined to one CPU (taskset here; a one-CPU
+// edge host, a cpuset) runs its payload. The init's Go runtime once took
+// its P count from the CPUs it may use, and with one P it deadlocked on
+// the payload's vfork while the seccomp hold waited for the denial server
+// (nsjail/lean_linux.go): every run ended at the 30 s setup timeout.
+func TestInitOnOneCPU(t *testing.T) {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset (util-linux) is not installed")
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatalf("sched_getaffinity: %v", err)
+	}
+	cpu := 0
+	for !set.IsSet(cpu) {
+		cpu++
+	}
+	forEach(t, func(t *testing.T, r runner) {
+		for _, profile := range []string{"strict", "standard"} {
+			sbx := r.command("exec", "--profile", profile, "-c", "import os; print(len(os.sched_getaffinity(0)))")
+			cmd := exec.Command("taskset", append([]string{"--cpu-list", strconv.Itoa(cpu)}, sbx.Args...)...)
+			var so, se bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &so, &se
+			err := cmd.Run()
+			if err != nil || so.String() != "1\n" {
+				t.Errorf("profile %s on CPU %d alone: %v, stdout %q, stderr %s", profile, cpu, err, so.String(), se.String())
+			}
+		}
+	})
+}
