@@ -86,7 +86,7 @@ VMTESTS ?= TestHello|TestResultContract|TestIsolation|TestMemoryLimit|TestForkBo
 # the report, the CPU poll, the denial server. GORACE halts sbx at the first
 # race, which fails the test. Dynamic: -race does not link statically.
 RACEDIR   ?= /var/tmp/sbx-race
-RACETESTS ?= TestHello|TestDebugTimingsShowEveryStep|TestNetworkCapsAndAbuse|TestEgressWithoutProxyVariables|TestWallTimeout|TestSignalsForwarded|TestOutputHardlinks|TestCPUTimeIsTotal|TestDenialFloodDoesNotHang
+RACETESTS ?= TestHello|TestDebugTimingsShowEveryStep|TestNetworkCapsAndAbuse|TestEgressWithoutProxyVariables|TestWallTimeout|TestSignalsForwarded|TestOutputHardlinks|TestCPUTimeIsTotal|TestDenialFloodDoesNotHang|TestServeStreamAndAdmission|TestServeDrain
 race-integration: deps
 	@echo "make: race-integration: a -race build of sbx through $(RACETESTS)"
 	rm -rf $(RACEDIR) && mkdir -p $(RACEDIR) && chmod 755 $(RACEDIR)

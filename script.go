@@ -9,8 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/internal/units"
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
@@ -146,58 +145,20 @@ func (s *script) interpreter(src, dest string) ([]string, error) {
 	return append(argv, dest), nil
 }
 
-// maxArgStrlen is the most bytes one argument or environment string may
-// take, its NUL included: MAX_ARG_STRLEN, 32 pages (include/uapi/linux/
-// binfmts.h).
-func maxArgStrlen() int { return 32 * os.Getpagesize() }
-
-// maxArgBytes is how much argv and envp together may take on the new
-// stack: a quarter of RLIMIT_STACK, at most 3/4 of _STK_LIM (6 MiB), at
-// least 32 pages (fs/exec.c, bprm_stack_limits, Linux 6.x). The sandbox
-// inherits sbx's own RLIMIT_STACK.
-func maxArgBytes() int {
-	limit := 6 << 20
-	var rl unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_STACK, &rl); err == nil && rl.Cur/4 < uint64(limit) {
-		limit = int(rl.Cur / 4)
-	}
-	return max(limit, maxArgStrlen())
-}
-
 // errUseStdin is the advice for code too big for the command line.
 var errUseStdin = errors.New("give the code on stdin instead: sbx exec - < code.py")
 
-// checkExecSize refuses, on the host and before any clone, an argv and
-// environment that execve(2) inside would refuse with E2BIG: one string
-// past MAX_ARG_STRLEN, or all of them past the stack's share. fromC says
-// that argv[2] is -c's CODE, which can come on stdin instead.
+// checkExecSize is engine.CheckExecSize; fromC says that argv[2] is -c's
+// CODE, which can come on stdin instead.
 func checkExecSize(argv, env []string, fromC bool) error {
-	total := 0
-	for i, a := range argv {
-		if len(a)+1 > maxArgStrlen() {
-			what := fmt.Sprintf("argument %d", i)
-			if fromC && i == 2 {
-				return fmt.Errorf("-c CODE is %s, past the kernel's %s limit for one argument (MAX_ARG_STRLEN, execve(2)): %w",
-					units.HumanSize(int64(len(a))), units.HumanSize(int64(maxArgStrlen())), errUseStdin)
-			}
-			return fmt.Errorf("%s is %s, past the kernel's %s limit for one argument (MAX_ARG_STRLEN, execve(2))", what, units.HumanSize(int64(len(a))), units.HumanSize(int64(maxArgStrlen())))
+	err := engine.CheckExecSize(argv, env)
+	var tb *engine.ArgTooBigError
+	if fromC && errors.As(err, &tb) && (tb.Index == 2 || tb.Index < 0) {
+		if tb.Index == 2 {
+			return fmt.Errorf("-c CODE is %s, past the kernel's %s limit for one argument (MAX_ARG_STRLEN, execve(2)): %w",
+				units.HumanSize(int64(tb.Size)), units.HumanSize(int64(tb.Limit)), errUseStdin)
 		}
-		total += len(a) + 1 + 8
+		return fmt.Errorf("%w: %w", err, errUseStdin)
 	}
-	for _, kv := range env {
-		if len(kv)+1 > maxArgStrlen() {
-			k, _, _ := strings.Cut(kv, "=")
-			return fmt.Errorf("environment variable %s is %s, past the kernel's %s limit for one string (MAX_ARG_STRLEN, execve(2))", k, units.HumanSize(int64(len(kv))), units.HumanSize(int64(maxArgStrlen())))
-		}
-		total += len(kv) + 1 + 8
-	}
-	// A page of slack: the program's path and the proxy's variables.
-	if limit := maxArgBytes() - os.Getpagesize(); total > limit {
-		err := fmt.Errorf("the command line and environment are %s, past the kernel's %s limit (a quarter of RLIMIT_STACK, execve(2))", units.HumanSize(int64(total)), units.HumanSize(int64(limit)))
-		if fromC {
-			err = fmt.Errorf("%w: %w", err, errUseStdin)
-		}
-		return err
-	}
-	return nil
+	return err
 }

@@ -113,6 +113,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// What execve(2) inside would refuse with E2BIG is refused here, as
+	// sbx exec does, before it costs a sandbox.
+	if err := engine.CheckExecSize(payload.Argv, append(append([]string{}, cfg.Spec.Env...), payload.Env...)); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "argv or env: "+err.Error())
+		return
+	}
 	if err := s.adm.enter(); err != nil {
 		if errors.Is(err, errDraining) {
 			writeError(w, http.StatusServiceUnavailable, "draining", err.Error())

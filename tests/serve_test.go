@@ -281,6 +281,8 @@ func TestServeLimitsLowerOnly(t *testing.T) {
 			{map[string]any{"code": "1", "argv": []string{"x"}}, `code and argv`},
 			{map[string]any{"code": "1", "files": []map[string]any{{"path": "../x", "content_b64": ""}}}, `files[0].path \"../x\"`},
 			{`{"code": `, `request body`},
+			{map[string]any{"argv": []string{"python3", "-c", "1", strings.Repeat("x", 200000)}}, `argv or env: argument 3 is`},
+			{map[string]any{"code": "1", "env": map[string]string{"BIG": strings.Repeat("y", 200000)}}, `argv or env: environment variable BIG`},
 		} {
 			resp := s.do("POST", "/v1/exec", tc.body)
 			b, _ := io.ReadAll(resp.Body)
