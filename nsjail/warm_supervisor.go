@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"fmt"
 	"time"
 	"unsafe"
 
@@ -51,11 +52,14 @@ func (s *supervisor) takeCPUBase() {
 // applyLower lowers the run's supervisor-side limits for this payload
 // (Payload.Lower), before its timers start, and reports the effective
 // values in the Result. The rlimits travel to the init with the payload.
-func (s *supervisor) applyLower(l *Lower) {
+func (s *supervisor) applyLower(l *Lower) error {
 	if l == nil {
-		return
+		return nil
 	}
 	job, lim := s.job, s.res.Limits
+	if err := s.lowerCgroup(l); err != nil {
+		return err
+	}
 	if l.Timeout > 0 && (job.Timeout == 0 || l.Timeout < job.Timeout) {
 		job.Timeout = l.Timeout
 		li := lim["wall_time"]
@@ -84,6 +88,40 @@ func (s *supervisor) applyLower(l *Lower) {
 			}
 		}
 	}
+	return nil
+}
+
+// lowerCgroup writes the lowered memory and pids limits where the
+// sandbox's cgroup enforces them, and reports them. The cgroup was made
+// (cgReady) before the sandbox said ready.
+func (s *supervisor) lowerCgroup(l *Lower) error {
+	lim := s.res.Limits
+	var mem, pids int64
+	if li, ok := lim["memory"]; ok && s.cg != nil && li.EnforcedBy != ByRlimit && l.MemoryBytes > 0 && float64(l.MemoryBytes) < li.Value {
+		mem = l.MemoryBytes
+	}
+	if li, ok := lim["pids"]; ok && s.cg != nil && li.EnforcedBy != ByRlimit && l.Pids > 0 && float64(l.Pids) < li.Value {
+		pids = l.Pids
+	}
+	if mem == 0 && pids == 0 {
+		return nil
+	}
+	if err := s.cg.Lower(mem, pids); err != nil {
+		return fmt.Errorf("lower the sandbox's limits (memory %d, pids %d): %w", mem, pids, err)
+	}
+	if mem > 0 {
+		li := lim["memory"]
+		li.Value = float64(mem)
+		lim["memory"] = li
+		s.job.Limits.MemoryBytes = mem
+	}
+	if pids > 0 {
+		li := lim["pids"]
+		li.Value = float64(pids)
+		lim["pids"] = li
+		s.job.Limits.Pids = pids
+	}
+	return nil
 }
 
 // rlimitKeys are the Result's limits that are rlimits, and their units.
