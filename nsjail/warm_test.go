@@ -1,0 +1,91 @@
+package nsjail
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestWarmArgv(t *testing.T) {
+	for _, tc := range []struct {
+		argv, env []string
+		want      bool
+	}{
+		{[]string{"python3", "/workspace/a.py"}, nil, true},
+		{[]string{"python3", "a.py", "-x"}, nil, true},
+		{[]string{"python3", "-c", "print(1)", "arg"}, []string{"EXTRA=1"}, true},
+		{[]string{"python3"}, nil, false},               // the REPL on stdin
+		{[]string{"python3", "-c"}, nil, false},         // CPython's own error
+		{[]string{"python3", "-u", "a.py"}, nil, false}, // an option changes the start
+		{[]string{"python3", "-", "a"}, nil, false},     // the script on stdin
+		{[]string{"python3", ""}, nil, false},           // CPython's own error
+		{[]string{"python3", "a.py"}, []string{"PYTHONPATH=/x"}, false},
+		{[]string{"python3", "a.py"}, []string{"LC_ALL=C"}, false},
+		{[]string{"python3", "a.py"}, []string{"LANG=C"}, false},
+		{[]string{"python3", "a.py"}, []string{"HOME=/tmp"}, false},
+		{[]string{"python3", "a.py"}, []string{"OMP_NUM_THREADS=1"}, false},
+		{[]string{"python3", "a.py"}, []string{"HOMEPAGE=x", "TZDIR=y"}, true},
+	} {
+		if got := warmArgv(tc.argv, tc.env); got != tc.want {
+			t.Errorf("warmArgv(%q, %q) = %v, want %v", tc.argv, tc.env, got, tc.want)
+		}
+	}
+}
+
+func TestLowerRlimits(t *testing.T) {
+	base := []Rlimit{{"RLIMIT_NOFILE", 1024, 1024}, {"RLIMIT_FSIZE", 100, 200}}
+	got := lowerRlimits(base, []Rlimit{{"RLIMIT_NOFILE", 64, 64}, {"RLIMIT_FSIZE", 1 << 40, 1 << 40}, {"RLIMIT_MSGQUEUE", 8, 8}})
+	want := []Rlimit{{"RLIMIT_NOFILE", 64, 64}, {"RLIMIT_FSIZE", 100, 200}, {"RLIMIT_MSGQUEUE", 8, 8}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+	if base[0].Hard != 1024 {
+		t.Errorf("lowerRlimits changed its base: %v", base)
+	}
+}
+
+func TestCheckWarmAndLower(t *testing.T) {
+	for _, tc := range []struct {
+		w    *Warm
+		want string
+	}{
+		{nil, ""},
+		{&Warm{Interpreter: "python3", Preload: []string{"numpy", "matplotlib.pyplot", "_x1"}}, ""},
+		{&Warm{Interpreter: ""}, "warm interpreter"},
+		{&Warm{Interpreter: "python3", Preload: []string{"os; import x"}}, "not an identifier"},
+		{&Warm{Interpreter: "python3", Preload: []string{"a..b"}}, "not an identifier"},
+		{&Warm{Interpreter: "python3", Preload: []string{"1abc"}}, "not an identifier"},
+		{&Warm{Interpreter: "python3", Preload: make([]string, MaxPreload+1)}, "at most"},
+	} {
+		err := checkWarm(tc.w)
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("checkWarm(%+v) = %v, want %q", tc.w, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		l    *Lower
+		want string
+	}{
+		{nil, ""},
+		{&Lower{Timeout: 1, Rlimits: []Rlimit{{"RLIMIT_NOFILE", 1, 1}}}, ""},
+		{&Lower{Timeout: -1}, "positive"},
+		{&Lower{Rlimits: []Rlimit{{"RLIMIT_CORE", 0, 0}}}, "sandbox's own"},
+		{&Lower{Rlimits: []Rlimit{{"RLIMIT_BOGUS", 0, 0}}}, "unknown resource"},
+	} {
+		err := checkLower(tc.l)
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("checkLower(%+v) = %v, want %q", tc.l, err, tc.want)
+		}
+	}
+}
+
+func TestWarmHandoff(t *testing.T) {
+	b := warmHandoff([]string{"python3", "-c", "x"}, []string{"A=1", "B="})
+	if got, want := string(b), "3\x00python3\x00-c\x00x\x00A=1\x00B="; got != want {
+		t.Errorf("warmHandoff = %q, want %q", got, want)
+	}
+}
