@@ -80,7 +80,7 @@ type Lower struct {
 	// Rlimits lower the payload's rlimits; the init sets them on the
 	// waiting interpreter, or on a cold payload at its hold, with
 	// prlimit(2). Any resource of rlimitResources but RLIMIT_CORE and
-	// RLIMIT_CPU (which CPUTime sets); the Hard value is taken for both.
+	// RLIMIT_CPU (which CPUTime sets); soft and hard are each lowered.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
 }
 
@@ -101,16 +101,17 @@ func checkLower(l *Lower) error {
 	return errors.Join(append(errs, checkRlimits(l.Rlimits))...)
 }
 
-// lowerRlimits returns base with each of lower that is below it applied
-// (soft and hard both at the lower value); never raises.
+// lowerRlimits returns base with each of lower applied where it is lower
+// (soft and hard each); never raises.
 func lowerRlimits(base, lower []Rlimit) []Rlimit {
 	out := append([]Rlimit{}, base...)
 	for _, r := range lower {
 		if cur := rlimitFor(out, r.Resource); cur != nil {
-			cur.Soft, cur.Hard = min(cur.Soft, r.Hard), min(cur.Hard, r.Hard)
+			cur.Hard = min(cur.Hard, r.Hard)
+			cur.Soft = min(cur.Soft, r.Soft, cur.Hard)
 			continue
 		}
-		out = append(out, Rlimit{Resource: r.Resource, Soft: r.Hard, Hard: r.Hard})
+		out = append(out, r)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package nsjail
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWarmArgv(t *testing.T) {
@@ -32,9 +33,9 @@ func TestWarmArgv(t *testing.T) {
 }
 
 func TestLowerRlimits(t *testing.T) {
-	base := []Rlimit{{"RLIMIT_NOFILE", 1024, 1024}, {"RLIMIT_FSIZE", 100, 200}}
-	got := lowerRlimits(base, []Rlimit{{"RLIMIT_NOFILE", 64, 64}, {"RLIMIT_FSIZE", 1 << 40, 1 << 40}, {"RLIMIT_MSGQUEUE", 8, 8}})
-	want := []Rlimit{{"RLIMIT_NOFILE", 64, 64}, {"RLIMIT_FSIZE", 100, 200}, {"RLIMIT_MSGQUEUE", 8, 8}}
+	base := []Rlimit{{"RLIMIT_NOFILE", 1024, 1024}, {"RLIMIT_FSIZE", 100, 200}, {"RLIMIT_CPU", 91, 92}, {"RLIMIT_SIGPENDING", 50, 50}}
+	got := lowerRlimits(base, []Rlimit{{"RLIMIT_NOFILE", 64, 64}, {"RLIMIT_FSIZE", 1 << 40, 1 << 40}, {"RLIMIT_MSGQUEUE", 8, 8}, {"RLIMIT_CPU", 61, 62}, {"RLIMIT_SIGPENDING", 70, 10}})
+	want := []Rlimit{{"RLIMIT_NOFILE", 64, 64}, {"RLIMIT_FSIZE", 100, 200}, {"RLIMIT_CPU", 61, 62}, {"RLIMIT_SIGPENDING", 10, 10}, {"RLIMIT_MSGQUEUE", 8, 8}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -80,6 +81,19 @@ func TestCheckWarmAndLower(t *testing.T) {
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("checkLower(%+v) = %v, want %q", tc.l, err, tc.want)
 		}
+	}
+}
+
+func TestRebaseCPURlimit(t *testing.T) {
+	rl := []Rlimit{{"RLIMIT_CPU", 6 + 30, 7 + 30}}
+	if got := rebaseCPURlimit(rl, 1500*time.Millisecond); got == nil || *got != (Rlimit{"RLIMIT_CPU", 8, 9}) {
+		t.Errorf("rebase after a 1.5 s preload: %v, want 8/9 (the cold 6/7 plus 2 s)", got)
+	}
+	if got := rebaseCPURlimit(rl, time.Minute); got != nil {
+		t.Errorf("a preload past the budget: %v, want no change", got)
+	}
+	if got := rebaseCPURlimit(nil, 0); got != nil {
+		t.Errorf("no backstop: %v", got)
 	}
 }
 

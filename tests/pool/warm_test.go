@@ -366,13 +366,24 @@ func TestWarmInterpreterConfined(t *testing.T) {
 		if got, want := dropLine(string(lim), "Max cpu time"), dropLine(cold.Stdout, "Max cpu time"); got != want {
 			t.Errorf("waiting interpreter's limits:\n%s\ncold payload's:\n%s", got, want)
 		}
+		const cpuProbe = "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))"
+		coldCPU := runCold(t, "standard", nsjail.Payload{Argv: []string{"python3", "-c", cpuProbe}})
 		res, err := sb.Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c",
-			"import sys; print(sorted(m for m in ('json', 'email.mime.text', 'csv') if m in sys.modules))"}}, nsjail.IO{})
+			"import sys; print(sorted(m for m in ('json', 'email.mime.text', 'csv') if m in sys.modules))\n" + cpuProbe}}, nsjail.IO{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Status != nsjail.StatusOK || res.Stdout != "['email.mime.text', 'json']\n" {
+		mods, cpu, _ := strings.Cut(res.Stdout, "\n")
+		if res.Status != nsjail.StatusOK || mods != "['email.mime.text', 'json']" {
 			t.Errorf("preloaded modules: %s %q %q, want ['email.mime.text', 'json']", res.Status, res.Stdout, res.Stderr)
+		}
+		// After the handoff the RLIMIT_CPU backstop is re-based: the cold
+		// payload's, plus the preload's CPU rounded up to seconds.
+		var ws, wh, cs, ch int
+		fmt.Sscan(cpu, &ws, &wh)
+		fmt.Sscan(coldCPU.Stdout, &cs, &ch)
+		if cs == 0 || ws < cs || ws > cs+2 || wh-ws != ch-cs {
+			t.Errorf("RLIMIT_CPU after the handoff %d/%d, a cold payload's %d/%d: want the cold one plus at most 2 s", ws, wh, cs, ch)
 		}
 	})
 }
