@@ -560,3 +560,26 @@ func signal(r *nsjail.Result) string {
 	}
 	return fmt.Sprint(*r.Signal)
 }
+
+// TestWarmStdin: a warm sandbox started with a stdin pipe (Job.Stdin)
+// gives the payload its request's stdin, which the waiting interpreter
+// has not touched.
+func TestWarmStdin(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		j := job(t, "standard", true, "json")
+		j.Stdin = strings.NewReader("") // only says: a pipe
+		sb, err := nsjail.Start(context.Background(), j)
+		if err != nil {
+			skipIfNoSandbox(t, err)
+		}
+		defer sb.Close()
+		res, err := sb.Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c", "import sys; print(sys.stdin.read().upper(), end='')"}},
+			nsjail.IO{Stdin: strings.NewReader("request data\n")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != nsjail.StatusOK || res.Stdout != "REQUEST DATA\n" {
+			t.Errorf("%s %q %q", res.Status, res.Stdout, res.Stderr)
+		}
+	})
+}
