@@ -49,12 +49,13 @@ func TestLowerRlimits(t *testing.T) {
 	}
 }
 
+// TestCheckWarmAndLower goes through the exported checks (Spec.Validate,
+// CheckPayload, CheckModuleName), wherever the contract types live.
 func TestCheckWarmAndLower(t *testing.T) {
 	for _, tc := range []struct {
 		w    *Warm
 		want string
 	}{
-		{nil, ""},
 		{&Warm{Interpreter: "python3", Preload: []string{"numpy", "matplotlib.pyplot", "_x1"}}, ""},
 		{&Warm{Interpreter: ""}, "warm interpreter"},
 		{&Warm{Interpreter: "python3", Preload: []string{"os; import x"}}, "not an identifier"},
@@ -62,10 +63,14 @@ func TestCheckWarmAndLower(t *testing.T) {
 		{&Warm{Interpreter: "python3", Preload: []string{"1abc"}}, "not an identifier"},
 		{&Warm{Interpreter: "python3", Preload: make([]string, MaxPreload+1)}, "at most"},
 	} {
-		err := checkWarm(tc.w)
-		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("checkWarm(%+v) = %v, want %q", tc.w, err, tc.want)
+		err := (&Spec{Warm: tc.w}).Validate() // fails on much else: look for the warm part
+		hasWarm := err != nil && strings.Contains(err.Error(), "warm")
+		if hasWarm != (tc.want != "") || tc.want != "" && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate of Warm %+v: %v, want %q", tc.w, err, tc.want)
 		}
+	}
+	if err := CheckModuleName("pandas.core"); err != nil {
+		t.Errorf("CheckModuleName(pandas.core): %v", err)
 	}
 	for _, tc := range []struct {
 		l    *Lower
@@ -77,9 +82,9 @@ func TestCheckWarmAndLower(t *testing.T) {
 		{&Lower{Rlimits: []Rlimit{{"RLIMIT_CORE", 0, 0}}}, "sandbox's own"},
 		{&Lower{Rlimits: []Rlimit{{"RLIMIT_BOGUS", 0, 0}}}, "unknown resource"},
 	} {
-		err := checkLower(tc.l)
+		err := CheckPayload(&Payload{Argv: []string{"x"}, Lower: tc.l})
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("checkLower(%+v) = %v, want %q", tc.l, err, tc.want)
+			t.Errorf("CheckPayload with Lower %+v: %v, want %q", tc.l, err, tc.want)
 		}
 	}
 }
