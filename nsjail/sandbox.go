@@ -365,7 +365,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
 	defer stop()
 	job, p := s.job, &s.p
-	if err := s.applyLower(pl.Lower); err != nil {
+	if err := s.applyLower(pl); err != nil {
 		close(s.inputsDone)
 		s.cancel(err)
 		<-s.watchDone

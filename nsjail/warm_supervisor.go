@@ -52,12 +52,16 @@ func (s *supervisor) takeCPUBase() {
 // applyLower lowers the run's supervisor-side limits for this payload
 // (Payload.Lower), before its timers start, and reports the effective
 // values in the Result. The rlimits travel to the init with the payload.
-func (s *supervisor) applyLower(l *Lower) error {
-	if l == nil {
+func (s *supervisor) applyLower(pl *Payload) error {
+	if pl.Lower == nil {
 		return nil
 	}
+	// The caller's Lower stays as it was: what the init gets may grow.
+	l := *pl.Lower
+	l.Rlimits = append([]Rlimit(nil), l.Rlimits...)
+	pl.Lower = &l
 	job, lim := s.job, s.res.Limits
-	if err := s.lowerCgroup(l); err != nil {
+	if err := s.lowerMemoryPids(&l); err != nil {
 		return err
 	}
 	if l.Timeout > 0 && (job.Timeout == 0 || l.Timeout < job.Timeout) {
@@ -91,17 +95,39 @@ func (s *supervisor) applyLower(l *Lower) error {
 	return nil
 }
 
-// lowerCgroup writes the lowered memory and pids limits where the
-// sandbox's cgroup enforces them, and reports them. The cgroup was made
-// (cgReady) before the sandbox said ready.
-func (s *supervisor) lowerCgroup(l *Lower) error {
+// lowerMemoryPids lowers memory and pids where the sandbox enforces them:
+// the supervisor writes its cgroup's values (the cgroup was made, cgReady,
+// before the sandbox said ready); where rlimits stand in for the cgroup
+// (rlimitFallback: RLIMIT_DATA, RLIMIT_NPROC) they join the rlimits the
+// init sets on the payload. A limit nothing enforced stays so. The
+// Result's limits are the effective values.
+func (s *supervisor) lowerMemoryPids(l *Lower) error {
 	lim := s.res.Limits
 	var mem, pids int64
-	if li, ok := lim["memory"]; ok && s.cg != nil && li.EnforcedBy != ByRlimit && l.MemoryBytes > 0 && float64(l.MemoryBytes) < li.Value {
-		mem = l.MemoryBytes
-	}
-	if li, ok := lim["pids"]; ok && s.cg != nil && li.EnforcedBy != ByRlimit && l.Pids > 0 && float64(l.Pids) < li.Value {
-		pids = l.Pids
+	for _, k := range []struct {
+		key, rlimit string
+		want        int64
+		cg          *int64
+	}{{"memory", "RLIMIT_DATA", l.MemoryBytes, &mem}, {"pids", "RLIMIT_NPROC", l.Pids, &pids}} {
+		li, ok := lim[k.key]
+		if !ok || k.want <= 0 || float64(k.want) >= li.Value {
+			continue
+		}
+		switch li.EnforcedBy {
+		case ByCgroup1, ByCgroup2:
+			if s.cg != nil {
+				*k.cg = k.want
+			}
+		case ByRlimit:
+			l.Rlimits = append(l.Rlimits, Rlimit{Resource: k.rlimit, Soft: uint64(k.want), Hard: uint64(k.want)})
+			li.Value = float64(k.want)
+			lim[k.key] = li
+			if k.key == "memory" {
+				s.job.Limits.MemoryBytes = k.want
+			} else {
+				s.job.Limits.Pids = k.want
+			}
+		}
 	}
 	if mem == 0 && pids == 0 {
 		return nil

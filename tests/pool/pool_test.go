@@ -255,8 +255,8 @@ func TestPoolDiedIdle(t *testing.T) {
 
 // TestPoolLoweredCgroup: memory and pids lowered at claim are written to
 // the claimed sandbox's cgroup by the supervisor, enforced, and reported;
-// without a cgroup (uid 65534 here) they stay the sandbox's, and the
-// Result says so (the limits are what enforced them).
+// without a cgroup (uid 65534 here) the rlimits that stand in for it
+// (RLIMIT_DATA, RLIMIT_NPROC) are lowered on the waiting interpreter.
 func TestPoolLoweredCgroup(t *testing.T) {
 	bothUsers(t, func(t *testing.T) {
 		p, _ := newPool(t, "standard", 1)
@@ -275,13 +275,9 @@ func TestPoolLoweredCgroup(t *testing.T) {
 			}
 			return
 		}
-		// No cgroup: the sandbox's own limits, as they were.
-		prof, _ := profiles.Load("standard")
-		if li.Value != float64(prof.Limits.Memory) {
-			t.Errorf("limits.memory %+v without a cgroup: want the sandbox's %d (it cannot be lowered)", li, prof.Limits.Memory)
-		}
-		if res.Status != nsjail.StatusOK || res.Stdout != "survived\n" {
-			t.Errorf("status %s %q %q", res.Status, res.Stdout, res.Stderr)
+		// No cgroup: RLIMIT_DATA, lowered on the interpreter.
+		if li.EnforcedBy != nsjail.ByRlimit || li.Value != mem || res.Stdout != "" || !strings.Contains(res.Stderr, "MemoryError") {
+			t.Errorf("limits.memory %+v, status %s %q %q: want RLIMIT_DATA at %d and a MemoryError", li, res.Status, res.Stdout, res.Stderr, mem)
 		}
 	})
 }
