@@ -62,4 +62,14 @@
 // Nothing goes on the control pipe before the Payload but the Spec and
 // the Confine: the supervisor holds signals that arrive earlier until the
 // Payload is on its way.
+//
+// A warm sandbox (Spec.Warm, warm_linux.go) differs in three places: the
+// Confine waits for the cgroup attach (v1); after the seccomp load the
+// init forks the interpreter (held and limited at its setsid), which
+// imports the preload and says "ready" on a socketpair, and the init
+// empties the workspace, /tmp and /dev/shm before its own ready; at the
+// Payload, instead of fork+exec, it prlimits the lowered rlimits onto the
+// interpreter and writes argv and the environment to the socket, and
+// "started" follows that handoff. An interpreter that dies while it waits
+// ends the init with an error line.
 package nsjail

@@ -365,7 +365,12 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
 	defer stop()
 	job, p := s.job, &s.p
-	s.applyLower(pl.Lower)
+	if err := s.applyLower(pl); err != nil {
+		close(s.inputsDone)
+		s.cancel(err)
+		<-s.watchDone
+		return err
+	}
 	// What this request asks of the report and of the init travels with
 	// its payload, never in the Spec.
 	pl.Send, pl.Timings = s.sink != nil, s.tl.on

@@ -19,16 +19,17 @@ const MaxPreload = spec.MaxPreload
 // CheckModuleName accepts a dotted Python module name (spec.CheckModuleName).
 func CheckModuleName(m string) error { return spec.CheckModuleName(m) }
 
-// lowerRlimits returns base with each of lower that is below it applied
-// (soft and hard both at the lower value); never raises.
+// lowerRlimits returns base with each of lower applied where it is lower
+// (soft and hard each); never raises.
 func lowerRlimits(base, lower []Rlimit) []Rlimit {
 	out := append([]Rlimit{}, base...)
 	for _, r := range lower {
 		if cur := rlimitFor(out, r.Resource); cur != nil {
-			cur.Soft, cur.Hard = min(cur.Soft, r.Hard), min(cur.Hard, r.Hard)
+			cur.Hard = min(cur.Hard, r.Hard)
+			cur.Soft = min(cur.Soft, r.Soft, cur.Hard)
 			continue
 		}
-		out = append(out, Rlimit{Resource: r.Resource, Soft: r.Hard, Hard: r.Hard})
+		out = append(out, r)
 	}
 	return out
 }

@@ -247,20 +247,27 @@ func (in *initProc) resetDenials() {
 func (in *initProc) handOff(p *Payload) (int, error) {
 	wp := in.warm
 	wp.stopWatching()
-	if p.Lower != nil && len(p.Lower.Rlimits) > 0 {
-		lowered := lowerRlimits(in.currentRlimits(), p.Lower.Rlimits)
-		done := make(chan error, 1)
-		go func() { done <- prlimitAll(wp.pid, lowered) }()
-		if err := <-done; err != nil {
-			return 0, err
-		}
-	}
 	st, err := readProcStat(wp.pid)
 	if err != nil {
 		return 0, fmt.Errorf("read /proc/%d/stat: %w", wp.pid, err)
 	}
 	tick := 10 * time.Millisecond // USER_HZ is 100 on Linux (proc(5))
 	wp.baseUser, wp.baseSys = time.Duration(st.utime+st.cutime)*tick, time.Duration(st.stime+st.cstime)*tick
+	var lower []Rlimit
+	if p.Lower != nil {
+		lower = p.Lower.Rlimits
+	}
+	if cpu := rebaseCPURlimit(in.payloadRlimits, wp.baseUser+wp.baseSys); cpu != nil {
+		lower = append(append([]Rlimit{}, lower...), *cpu)
+	}
+	if len(lower) > 0 {
+		lowered := lowerRlimits(in.currentRlimits(), lower)
+		done := make(chan error, 1)
+		go func() { done <- prlimitAll(wp.pid, lowered) }()
+		if err := <-done; err != nil {
+			return 0, err
+		}
+	}
 	in.resetDenials()
 	_, err = wp.sock.Write(warmHandoff(p.Argv, in.environ))
 	wp.sock.Close()
@@ -269,6 +276,24 @@ func (in *initProc) handOff(p *Payload) (int, error) {
 	}
 	in.warmBase = wp
 	return wp.pid, nil
+}
+
+// rebaseCPURlimit is the warm interpreter's RLIMIT_CPU backstop at the
+// handoff: the sandbox's, less the preload's budget it was widened by
+// (warmCPUBudget), plus what the preload used (rounded up to seconds), so
+// that the payload's own CPU gets what a cold payload's would. nil when
+// there is no backstop or nothing to lower.
+func rebaseCPURlimit(rl []Rlimit, used time.Duration) *Rlimit {
+	r := rlimitFor(rl, "RLIMIT_CPU")
+	budget := uint64(warmCPUBudget / time.Second)
+	if r == nil || r.Soft <= budget || r.Hard <= budget {
+		return nil
+	}
+	secs := uint64((used + time.Second - 1) / time.Second)
+	if secs >= budget {
+		return nil
+	}
+	return &Rlimit{Resource: "RLIMIT_CPU", Soft: r.Soft - budget + secs, Hard: r.Hard - budget + secs}
 }
 
 // currentRlimits are the payload's rlimits as the init set them.

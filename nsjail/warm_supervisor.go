@@ -1,6 +1,7 @@
 package nsjail
 
 import (
+	"fmt"
 	"time"
 	"unsafe"
 
@@ -51,11 +52,18 @@ func (s *supervisor) takeCPUBase() {
 // applyLower lowers the run's supervisor-side limits for this payload
 // (Payload.Lower), before its timers start, and reports the effective
 // values in the Result. The rlimits travel to the init with the payload.
-func (s *supervisor) applyLower(l *Lower) {
-	if l == nil {
-		return
+func (s *supervisor) applyLower(pl *Payload) error {
+	if pl.Lower == nil {
+		return nil
 	}
+	// The caller's Lower stays as it was: what the init gets may grow.
+	l := *pl.Lower
+	l.Rlimits = append([]Rlimit(nil), l.Rlimits...)
+	pl.Lower = &l
 	job, lim := s.job, s.res.Limits
+	if err := s.lowerMemoryPids(&l); err != nil {
+		return err
+	}
 	if l.Timeout > 0 && (job.Timeout == 0 || l.Timeout < job.Timeout) {
 		job.Timeout = l.Timeout
 		li := lim["wall_time"]
@@ -84,6 +92,62 @@ func (s *supervisor) applyLower(l *Lower) {
 			}
 		}
 	}
+	return nil
+}
+
+// lowerMemoryPids lowers memory and pids where the sandbox enforces them:
+// the supervisor writes its cgroup's values (the cgroup was made, cgReady,
+// before the sandbox said ready); where rlimits stand in for the cgroup
+// (rlimitFallback: RLIMIT_DATA, RLIMIT_NPROC) they join the rlimits the
+// init sets on the payload. A limit nothing enforced stays so. The
+// Result's limits are the effective values.
+func (s *supervisor) lowerMemoryPids(l *Lower) error {
+	lim := s.res.Limits
+	var mem, pids int64
+	for _, k := range []struct {
+		key, rlimit string
+		want        int64
+		cg          *int64
+	}{{"memory", "RLIMIT_DATA", l.MemoryBytes, &mem}, {"pids", "RLIMIT_NPROC", l.Pids, &pids}} {
+		li, ok := lim[k.key]
+		if !ok || k.want <= 0 || float64(k.want) >= li.Value {
+			continue
+		}
+		switch li.EnforcedBy {
+		case ByCgroup1, ByCgroup2:
+			if s.cg != nil {
+				*k.cg = k.want
+			}
+		case ByRlimit:
+			l.Rlimits = append(l.Rlimits, Rlimit{Resource: k.rlimit, Soft: uint64(k.want), Hard: uint64(k.want)})
+			li.Value = float64(k.want)
+			lim[k.key] = li
+			if k.key == "memory" {
+				s.job.Limits.MemoryBytes = k.want
+			} else {
+				s.job.Limits.Pids = k.want
+			}
+		}
+	}
+	if mem == 0 && pids == 0 {
+		return nil
+	}
+	if err := s.cg.Lower(mem, pids); err != nil {
+		return fmt.Errorf("lower the sandbox's limits (memory %d, pids %d): %w", mem, pids, err)
+	}
+	if mem > 0 {
+		li := lim["memory"]
+		li.Value = float64(mem)
+		lim["memory"] = li
+		s.job.Limits.MemoryBytes = mem
+	}
+	if pids > 0 {
+		li := lim["pids"]
+		li.Value = float64(pids)
+		lim["pids"] = li
+		s.job.Limits.Pids = pids
+	}
+	return nil
 }
 
 // rlimitKeys are the Result's limits that are rlimits, and their units.

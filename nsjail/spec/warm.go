@@ -71,10 +71,16 @@ type Lower struct {
 	Timeout time.Duration `json:"-"`
 	// CPUTime lowers the total CPU time limit (Limits.CPUTime).
 	CPUTime time.Duration `json:"-"`
+	// MemoryBytes and Pids lower the cgroup's limits, which the
+	// supervisor writes before the payload is sent; without a cgroup
+	// they stay the sandbox's (what enforced them, rlimits set at its
+	// start, is per process and already on the interpreter).
+	MemoryBytes int64 `json:"-"`
+	Pids        int64 `json:"-"`
 	// Rlimits lower the payload's rlimits; the init sets them on the
 	// waiting interpreter, or on a cold payload at its hold, with
 	// prlimit(2). Any resource of CheckRlimits but RLIMIT_CORE and
-	// RLIMIT_CPU (which CPUTime sets); the Hard value is taken for both.
+	// RLIMIT_CPU (which CPUTime sets); soft and hard are each lowered.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
 }
 
@@ -84,8 +90,8 @@ func checkLower(l *Lower) error {
 		return nil
 	}
 	var errs []error
-	if l.Timeout < 0 || l.CPUTime < 0 {
-		errs = append(errs, fmt.Errorf("lower: timeout %v, cpu time %v: want positive durations (or 0: unchanged)", l.Timeout, l.CPUTime))
+	if l.Timeout < 0 || l.CPUTime < 0 || l.MemoryBytes < 0 || l.Pids < 0 {
+		errs = append(errs, fmt.Errorf("lower: timeout %v, cpu time %v, memory %d, pids %d: want positive values (or 0: unchanged)", l.Timeout, l.CPUTime, l.MemoryBytes, l.Pids))
 	}
 	for _, r := range l.Rlimits {
 		if r.Resource == "RLIMIT_CORE" || r.Resource == "RLIMIT_CPU" {

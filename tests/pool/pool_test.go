@@ -252,3 +252,32 @@ func TestPoolDiedIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestPoolLoweredCgroup: memory and pids lowered at claim are written to
+// the claimed sandbox's cgroup by the supervisor, enforced, and reported;
+// without a cgroup (uid 65534 here) the rlimits that stand in for it
+// (RLIMIT_DATA, RLIMIT_NPROC) are lowered on the waiting interpreter.
+func TestPoolLoweredCgroup(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		p, _ := newPool(t, "standard", 1)
+		const mem = 128 << 20
+		res, err := claim(t, p).Exec(context.Background(), nsjail.Payload{
+			Argv:  []string{"python3", "-c", "x = bytearray(400 << 20); x[::4096] = b'x' * len(x[::4096]); print('survived')"},
+			Lower: &nsjail.Lower{MemoryBytes: mem, Pids: 32},
+		}, nsjail.IO{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		li := res.Limits["memory"]
+		if li.EnforcedBy == nsjail.ByCgroup1 || li.EnforcedBy == nsjail.ByCgroup2 {
+			if li.Value != mem || res.Status != nsjail.StatusMemoryLimit || res.Limits["pids"].Value != 32 {
+				t.Errorf("status %s, limits.memory %+v, limits.pids %+v: want memory_limit at %d, pids 32", res.Status, li, res.Limits["pids"], mem)
+			}
+			return
+		}
+		// No cgroup: RLIMIT_DATA, lowered on the interpreter.
+		if li.EnforcedBy != nsjail.ByRlimit || li.Value != mem || res.Stdout != "" || !strings.Contains(res.Stderr, "MemoryError") {
+			t.Errorf("limits.memory %+v, status %s %q %q: want RLIMIT_DATA at %d and a MemoryError", li, res.Status, res.Stdout, res.Stderr, mem)
+		}
+	})
+}

@@ -246,20 +246,57 @@ func warmLikeCold(t *testing.T, profile string) {
 			}
 		})
 	}
-	t.Run("traceback", func(t *testing.T) {
-		src := "import sys\ndef f():\n    raise ValueError('boom')\nprint('before')\nf()\n"
-		p := nsjail.Payload{Argv: []string{"python3", "/workspace/tb.py"}, Files: []nsjail.File{writeProbe(t, "tb.py", src)}}
+	// How a payload ends, as the interpreter reports it: the same
+	// status, exit code, stdout and stderr warm and cold.
+	ends := []struct{ name, src string }{
+		{"traceback", "import sys\ndef f():\n    raise ValueError('boom')\nprint('before')\nf()\n"},
+		{"chained", "try:\n    1/0\nexcept Exception as e:\n    raise KeyError('k') from e\n"},
+		{"exit code", "import sys\nprint('x')\nsys.exit(5)\n"},
+		{"exit message", "raise SystemExit('bye')\n"},
+		{"syntax error", "x = (\n"},
+		{"keyboard interrupt", "import atexit\natexit.register(lambda: print('atexit'))\nraise KeyboardInterrupt\n"},
+		{"atexit and threads", "import atexit, threading, time\natexit.register(lambda: print('atexit'))\nthreading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\nprint('main')\n"},
+		{"unflushed file", "f = open('/tmp/x', 'w')\nf.write('data')\nimport os\nprint(os.path.getsize('/tmp/x'))\n"},
+		{"unicode", "print('h\\u00e9llo \\u2603')\nimport sys\nprint(sys.stdout.encoding, sys.getfilesystemencoding(), sys.flags.utf8_mode, sys.flags.dont_write_bytecode)\n"},
+		{"warning", "import warnings\nwarnings.warn('careful')\n"},
+		{"inspect", "import inspect\ndef f():\n    pass\nprint(inspect.getsource(f), end='')\nimport __main__\nprint(__main__.__file__, __main__.f is f)\n"},
+	}
+	for _, e := range ends {
+		t.Run(e.name, func(t *testing.T) {
+			p := nsjail.Payload{Argv: []string{"python3", "/workspace/end.py"}, Files: []nsjail.File{writeProbe(t, "end.py", e.src)}}
+			cold := runCold(t, profile, p)
+			sb, _ := startWarm(t, profile, "json")
+			warm, err := sb.Exec(context.Background(), p, nsjail.IO{})
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			if warm.Stderr != cold.Stderr || warm.Stdout != cold.Stdout || warm.ExitCode != cold.ExitCode || warm.Status != cold.Status || signal(warm) != signal(cold) {
+				t.Errorf("warm: %s %d %s %q %q\ncold: %s %d %s %q %q", warm.Status, warm.ExitCode, signal(warm), warm.Stdout, warm.Stderr, cold.Status, cold.ExitCode, signal(cold), cold.Stdout, cold.Stderr)
+			}
+		})
+	}
+	t.Run("missing script", func(t *testing.T) {
+		p := nsjail.Payload{Argv: []string{"python3", "/workspace/nope.py"}}
 		cold := runCold(t, profile, p)
 		sb, _ := startWarm(t, profile)
 		warm, err := sb.Exec(context.Background(), p, nsjail.IO{})
 		if err != nil {
 			t.Fatalf("Exec: %v", err)
 		}
-		if warm.Stderr != cold.Stderr || warm.Stdout != cold.Stdout || warm.ExitCode != cold.ExitCode || warm.Status != cold.Status {
-			t.Errorf("warm: %s %d %q %q\ncold: %s %d %q %q", warm.Status, warm.ExitCode, warm.Stdout, warm.Stderr, cold.Status, cold.ExitCode, cold.Stdout, cold.Stderr)
+		if warm.Stderr != cold.Stderr || warm.ExitCode != cold.ExitCode {
+			t.Errorf("warm: %d %q\ncold: %d %q", warm.ExitCode, warm.Stderr, cold.ExitCode, cold.Stderr)
 		}
-		if !strings.Contains(warm.Stderr, `File "/workspace/tb.py", line 5, in <module>`) {
-			t.Errorf("warm traceback %q does not name /workspace/tb.py", warm.Stderr)
+	})
+	t.Run("traceback names the script", func(t *testing.T) {
+		p := nsjail.Payload{Argv: []string{"python3", "/workspace/tb.py"}, Files: []nsjail.File{writeProbe(t, "tb.py", "def f():\n    raise ValueError('boom')\nf()\n")}}
+		sb, _ := startWarm(t, profile)
+		warm, err := sb.Exec(context.Background(), p, nsjail.IO{})
+		if err != nil {
+			t.Fatalf("Exec: %v", err)
+		}
+		want := "Traceback (most recent call last):\n  File \"/workspace/tb.py\", line 3, in <module>\n    f()\n  File \"/workspace/tb.py\", line 2, in f\n    raise ValueError('boom')\nValueError: boom\n"
+		if warm.Stderr != want {
+			t.Errorf("warm traceback %q, want %q", warm.Stderr, want)
 		}
 	})
 }
@@ -329,13 +366,24 @@ func TestWarmInterpreterConfined(t *testing.T) {
 		if got, want := dropLine(string(lim), "Max cpu time"), dropLine(cold.Stdout, "Max cpu time"); got != want {
 			t.Errorf("waiting interpreter's limits:\n%s\ncold payload's:\n%s", got, want)
 		}
+		const cpuProbe = "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))"
+		coldCPU := runCold(t, "standard", nsjail.Payload{Argv: []string{"python3", "-c", cpuProbe}})
 		res, err := sb.Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c",
-			"import sys; print(sorted(m for m in ('json', 'email.mime.text', 'csv') if m in sys.modules))"}}, nsjail.IO{})
+			"import sys; print(sorted(m for m in ('json', 'email.mime.text', 'csv') if m in sys.modules))\n" + cpuProbe}}, nsjail.IO{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Status != nsjail.StatusOK || res.Stdout != "['email.mime.text', 'json']\n" {
+		mods, cpu, _ := strings.Cut(res.Stdout, "\n")
+		if res.Status != nsjail.StatusOK || mods != "['email.mime.text', 'json']" {
 			t.Errorf("preloaded modules: %s %q %q, want ['email.mime.text', 'json']", res.Status, res.Stdout, res.Stderr)
+		}
+		// After the handoff the RLIMIT_CPU backstop is re-based: the cold
+		// payload's, plus the preload's CPU rounded up to seconds.
+		var ws, wh, cs, ch int
+		fmt.Sscan(cpu, &ws, &wh)
+		fmt.Sscan(coldCPU.Stdout, &cs, &ch)
+		if cs == 0 || ws < cs || ws > cs+2 || wh-ws != ch-cs {
+			t.Errorf("RLIMIT_CPU after the handoff %d/%d, a cold payload's %d/%d: want the cold one plus at most 2 s", ws, wh, cs, ch)
 		}
 	})
 }
@@ -502,6 +550,36 @@ print(pd.DataFrame({"k": [1, 1, 2], "v": [1, 2, 3]}).groupby("k").v.sum().to_dic
 		}
 		if want := "True\nagg\n[] [] [] 4\n{1: 3, 2: 3}\n"; res.Status != nsjail.StatusOK || res.Stdout != want {
 			t.Errorf("%s %q (stderr %q, %q), want %q", res.Status, res.Stdout, res.Stderr, res.Message, want)
+		}
+	})
+}
+
+func signal(r *nsjail.Result) string {
+	if r.Signal == nil {
+		return "-"
+	}
+	return fmt.Sprint(*r.Signal)
+}
+
+// TestWarmStdin: a warm sandbox started with a stdin pipe (Job.Stdin)
+// gives the payload its request's stdin, which the waiting interpreter
+// has not touched.
+func TestWarmStdin(t *testing.T) {
+	bothUsers(t, func(t *testing.T) {
+		j := job(t, "standard", true, "json")
+		j.Stdin = strings.NewReader("") // only says: a pipe
+		sb, err := nsjail.Start(context.Background(), j)
+		if err != nil {
+			skipIfNoSandbox(t, err)
+		}
+		defer sb.Close()
+		res, err := sb.Exec(context.Background(), nsjail.Payload{Argv: []string{"python3", "-c", "import sys; print(sys.stdin.read().upper(), end='')"}},
+			nsjail.IO{Stdin: strings.NewReader("request data\n")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != nsjail.StatusOK || res.Stdout != "REQUEST DATA\n" {
+			t.Errorf("%s %q %q", res.Status, res.Stdout, res.Stderr)
 		}
 	})
 }
