@@ -2,7 +2,7 @@
 GO      ?= go
 # cgo links libseccomp statically (Debian's libseccomp.a); netgo/osusergo
 # keep glibc's NSS, which cannot be linked statically, out of the binary.
-TAGS    := netgo,osusergo,urfave_cli_no_docs
+TAGS    := netgo,osusergo,urfave_cli_no_docs,sbx_precompiled
 OUT     ?= sbx
 # The version and commit `sbx --version`, the Result, the audit line and
 # doctor report. Without git (a tarball), both stay empty and sbx falls
@@ -22,12 +22,19 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 DOCDIR  ?= build/docs
 
-.PHONY: all sbx deps test unit integration race-integration vet bench vmtest clean docs install
+.PHONY: all sbx deps precompiled test unit integration race-integration vet bench vmtest clean docs install
 
 all: sbx
 
-sbx: deps
+sbx: deps precompiled
 	$(GO) build -trimpath -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(OUT) .
+
+# precompiled: the built-in seccomp policies compiled once, with the
+# libseccomp this build links, into seccomp/precompiled_gen_$GOARCH.go
+# (seccomp/precompiled.go says why; -tags sbx_precompiled embeds it). It is
+# regenerated each time (a second or two), so it is never stale.
+precompiled: deps
+	$(GO) test -count=1 -run '^TestPrecompiledFilters$$' ./seccomp -update >/dev/null
 
 # libseccomp-dev brings libseccomp.a and seccomp.h. As root, install it;
 # otherwise say exactly what to install.
@@ -55,9 +62,9 @@ vet:
 
 # -race: the supervisor is concurrent (status reader, attach, compile,
 # proxy); CGO is on anyway for libseccomp.
-unit: deps
-	@echo "make: unit: go test -race ./... (every package's unit tests, as $$(id -un))"
-	$(GO) test -race ./...
+unit: deps precompiled
+	@echo "make: unit: go test -race -tags sbx_precompiled ./... (every package's unit tests, as $$(id -un))"
+	$(GO) test -race -tags sbx_precompiled ./...
 
 # Integration tests build ./sbx and run real payloads from testdata/, as
 # root and as uid 65534 (setpriv). RUN='TestA|TestB' runs only those.
@@ -87,7 +94,7 @@ VMTESTS ?= TestHello|TestResultContract|TestIsolation|TestMemoryLimit|TestForkBo
 # race, which fails the test. Dynamic: -race does not link statically.
 RACEDIR   ?= /var/tmp/sbx-race
 RACETESTS ?= TestHello|TestDebugTimingsShowEveryStep|TestNetworkCapsAndAbuse|TestEgressWithoutProxyVariables|TestWallTimeout|TestSignalsForwarded|TestOutputHardlinks|TestCPUTimeIsTotal|TestDenialFloodDoesNotHang|TestServeStreamAndAdmission|TestServeDrain
-race-integration: deps
+race-integration: deps precompiled
 	@echo "make: race-integration: a -race build of sbx through $(RACETESTS)"
 	rm -rf $(RACEDIR) && mkdir -p $(RACEDIR) && chmod 755 $(RACEDIR)
 	$(GO) build -race -trimpath -tags $(TAGS) -o $(RACEDIR)/sbx .

@@ -5,7 +5,10 @@ package seccomp
 // checks), on the critical path of every strict run, for a result that is
 // the same every time. So the built-in policies are compiled once, by
 // `go generate ./seccomp` (TestPrecompiledFilters -update), into
-// precompiled_$GOARCH.go, and Compile serves them from there.
+// precompiled_gen_$GOARCH.go, and Compile serves them from there. make
+// generates it before each build, with the libseccomp it links, and builds
+// with -tags sbx_precompiled; it is not in git (generated, ~120 KB). A plain
+// go build leaves it out (precompiled_none.go) and compiles at run time.
 //
 // A precompiled filter is used only for a policy whose content is exactly
 // the one it was generated from: each entry carries the policy's whole key
