@@ -3,6 +3,15 @@
 // and the init it re-executes as pid 1 of the sandbox's namespaces
 // (init_linux.go and the steps it calls).
 //
+// File names tell the two sides apart: init_*_linux.go runs only in the
+// init, one concern to a file (init_mount_linux.go the mount plan,
+// init_caps_linux.go capabilities and securebits, init_rlimits_linux.go the
+// rlimit table, init_userns_linux.go the nested-userns limit,
+// init_seccomp_linux.go the filter and its listener, init_egress_linux.go
+// the DNS stub's and the forwards' sockets, init_warm_linux.go the waiting
+// interpreter, ...). Every other file is the supervisor's, or shared by
+// both (wire.go, the control and status codec; confine.go).
+//
 // The contract types (Spec, Payload, Result and what they hold) are
 // defined in nsjail/spec, which builds without cgo; the names here are
 // aliases of those (contract.go).
@@ -63,7 +72,7 @@
 // the Confine: the supervisor holds signals that arrive earlier until the
 // Payload is on its way.
 //
-// A warm sandbox (Spec.Warm, warm_linux.go) differs in three places: the
+// A warm sandbox (Spec.Warm, init_warm_linux.go) differs in three places: the
 // Confine waits for the cgroup attach (v1); after the seccomp load the
 // init forks the interpreter (held and limited at its setsid), which
 // imports the preload and says "ready" on a socketpair, and the init

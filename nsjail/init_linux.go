@@ -74,7 +74,7 @@ type initProc struct {
 	limits *payloadLimits
 	// payloadRlimits are the payload's rlimits, hold or not.
 	payloadRlimits []Rlimit
-	// warm is the waiting interpreter of a warm sandbox (warm_linux.go);
+	// warm is the waiting interpreter of a warm sandbox (init_warm_linux.go);
 	// warmBase what its preload used, left out of the payload's usage.
 	warm, warmBase *warmProc
 }
@@ -139,7 +139,7 @@ func (in *initProc) run() int {
 	steps = []step{
 		// The init itself takes only RLIMIT_CORE (harmless: it is not
 		// dumpable), which no filtered thread may change later; the rest
-		// go to the payload alone (rlimits_linux.go).
+		// go to the payload alone (init_rlimits_linux.go).
 		{"setrlimit RLIMIT_CORE", func() error { return setRlimits(core) }},
 		{"forget Go's RLIMIT_NOFILE restore", forgetNofileRestore},
 		{"close_range CLOEXEC", closeExtraFDs},

@@ -1,4 +1,4 @@
-# The warm interpreter's driver (nsjail/warm_linux.go). It runs as
+# The warm interpreter's driver (nsjail/init_warm_linux.go). It runs as
 # `python3 -c <this file> MODULE...` inside a confined sandbox, as the
 # payload's own process: it imports the preload modules, says so on fd 3,
 # waits there for the payload's argv and environment, and then runs the

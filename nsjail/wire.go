@@ -179,7 +179,7 @@ type StatusMsg struct {
 	DenialsOther int         `json:"denials_other,omitempty"`
 	DenialsKnown bool        `json:"denials_known,omitempty"`
 	// FilterKilled says the init killed the payload itself for the
-	// filter: a call through another ABI (seccomp_linux.go).
+	// filter: a call through another ABI (init_seccomp_linux.go).
 	FilterKilled bool `json:"filter_killed,omitempty"`
 }
 

@@ -34,7 +34,7 @@ func isInit(arg int) ArgCond {
 // same user namespace): whatever passes the kernel's same-uid checks and
 // would let the payload change the init's limits, scheduling or signals.
 // It also holds the payload's first process before its execve, for the
-// init to set the payload's rlimits on it (nsjail/rlimits_linux.go).
+// init to set the payload's rlimits on it (nsjail/init_rlimits_linux.go).
 // Every built-in policy carries these rules, and the "none" policy loads
 // them alone.
 //

@@ -194,7 +194,7 @@ func TestInitGuard(t *testing.T) {
 				}
 			}
 			// The payload's first process is held at its setsid, so that
-			// the init can set its rlimits (nsjail/rlimits_linux.go).
+			// the init can set its rlimits (nsjail/init_rlimits_linux.go).
 			if o := p.decide("setsid", [6]uint64{}); o.Action != ActHold {
 				t.Errorf("setsid: %s, want hold", o.Action)
 			}

@@ -162,7 +162,7 @@ const (
 	PidsPeakCgroup = "cgroup"
 	// PidsPeakSampled: the most tasks counted by the CPU poll (every
 	// cpuTotalPoll, rlimit mode) and by the init when the payload ended
-	// (tasks_linux.go). A lower bound: a peak between two samples is
+	// (init_tasks_linux.go). A lower bound: a peak between two samples is
 	// missed.
 	PidsPeakSampled = "sampled"
 )

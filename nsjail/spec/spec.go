@@ -47,7 +47,7 @@ type Spec struct {
 	Proxy bool `json:"proxy,omitempty"`
 	// DNS asks the init, before the proxy's socket, for the DNS stub's
 	// sockets on DNSStubAddr and one listener for each of Forwards
-	// (dns_linux.go), handed to the supervisor the same way.
+	// (init_egress_linux.go), handed to the supervisor the same way.
 	DNS      bool      `json:"dns,omitempty"`
 	Forwards []Forward `json:"forwards,omitempty"`
 	// Seccomp names the syscall policy; "none" for none but the init

@@ -16,7 +16,7 @@ import (
 // 0 and its other /proc/sys/user quotas (userNSQuotas),
 // CAP_NET_BIND_SERVICE to bind the DNS stub's port 53 and the transparent
 // listeners' ports 80 and 443, CAP_NET_RAW for the SYN watch's AF_PACKET
-// socket on lo (dns_linux.go, openSYNWatch). All are scoped to the
+// socket on lo (init_egress_linux.go, openSYNWatch). All are scoped to the
 // sandbox's own user namespace, and dropped before the payload runs.
 var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE, unix.CAP_NET_BIND_SERVICE, unix.CAP_NET_RAW}
 

@@ -46,7 +46,7 @@ var postConfineSyscalls = []confinedCall{
 	{Name: "wait4", Why: "the init reaps every process of the sandbox"},
 	{Name: "kill", Args: [6]uint64{uint64(0xffffffff), uint64(unix.SIGKILL)}, Why: "kill(-1, SIGKILL): once the payload is gone, nothing of the run outlives it"},
 	{Name: "getrusage", Args: [6]uint64{uint64(0xffffffff)}, Why: "RUSAGE_CHILDREN: the payload's CPU time and peak RSS"},
-	// A warm sandbox's init (warm_linux.go) before its ready: the
+	// A warm sandbox's init (init_warm_linux.go) before its ready: the
 	// interpreter's fork is the payload's (above), and these.
 	{Name: "socketpair", Args: [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, Why: "the warm interpreter's handoff socket"},
 	{Name: "eventfd2", Args: [6]uint64{0, unix.EFD_CLOEXEC}, Why: "stops the watch of the warm interpreter at the handoff"},
