@@ -9,8 +9,10 @@
 // rlimit table, init_userns_linux.go the nested-userns limit,
 // init_seccomp_linux.go the filter and its listener, init_egress_linux.go
 // the DNS stub's and the forwards' sockets, init_warm_linux.go the waiting
-// interpreter, ...). Every other file is the supervisor's, or shared by
-// both (wire.go, the control and status codec; confine.go).
+// interpreter, ...). Every other file is the supervisor's (egress_linux.go
+// serves what init_egress_linux.go opens; landlock_layer_linux.go reports
+// what init_landlock_linux.go enforces), or shared by both (wire.go, the
+// control and status codec; confine.go).
 //
 // The contract types (Spec, Payload, Result and what they hold) are
 // defined in nsjail/spec, which builds without cgo; the names here are
