@@ -239,7 +239,7 @@ func runAttempt(a doctor.Attempt) *doctor.Outcome {
 		return o
 	}
 	if a.AllowHost != "" {
-		prof.Network.Mode, prof.Network.Allow = "allow", []string{a.AllowHost}
+		prof.Network.Mode, prof.Network.Allow = profiles.NetworkAllow, []string{a.AllowHost}
 	}
 	cfg, err := engine.FromProfile(newRunID(), prof, nil, "")
 	if err != nil {

@@ -139,7 +139,7 @@ func FromProfile(id string, prof *profiles.Profile, resolve []string, resolveFla
 	if resolveFlag == "" {
 		resolveFlag = "resolve"
 	}
-	if prof.Network.Mode == "allow" {
+	if prof.Network.Mode == profiles.NetworkAllow {
 		pins, err := parsePins(resolve, resolveFlag)
 		if err != nil {
 			return nil, err
@@ -180,7 +180,7 @@ func CgroupLimits(p *profiles.Profile) nsjail.Limits {
 		Pids:          p.Limits.Pids,
 		CPUs:          p.Limits.CPUs,
 		CPUTime:       time.Duration(p.Limits.CPUTime),
-		OutputKill:    p.Limits.OutputPolicy == "kill",
+		OutputKill:    p.Limits.OutputPolicy == profiles.OutputKill,
 		RequireCgroup: requires(p, "cgroup"),
 	}
 }
