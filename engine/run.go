@@ -93,7 +93,7 @@ func runStarted(ctx context.Context, job *nsjail.Job, start Starter) *nsjail.Res
 		return nsjail.SetupFailure(job.Spec.ID, job.Spec.Profile, err)
 	}
 	defer sb.Close()
-	res, err := sb.Exec(ctx, job.Payload, nsjail.IO{Stdin: job.Stdin, Stdout: job.Stdout, Stderr: job.Stderr})
+	res, err := sb.Exec(ctx, job.Payload, nsjail.IO{Stdin: job.Stdin, Stdout: job.Stdout, Stderr: job.Stderr, OutputDir: job.OutputDir, Timings: job.Timings})
 	if err != nil {
 		return nsjail.SetupFailure(job.Spec.ID, job.Spec.Profile, err)
 	}

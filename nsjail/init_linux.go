@@ -45,7 +45,7 @@ func Init() {
 	status := os.NewFile(statusFD, "status")
 	ctl := os.NewFile(controlFD, "control")
 	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
-	in.tl.on = true // dropped unless the payload asks for timings
+	in.tl.on.Store(true) // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
 	os.Exit(in.run())
 }
@@ -319,7 +319,8 @@ func (in *initProc) readPayload(p *Payload) error {
 	// The request's own settings (Payload.Env, Send, Timings).
 	in.environ = withEnv(in.spec.Env, p.Env)
 	in.spec.Outputs.Send = p.Send
-	in.timings, in.tl.on = p.Timings, p.Timings
+	in.timings = p.Timings
+	in.tl.on.Store(p.Timings)
 	if !p.Timings {
 		in.tl.marks = nil
 	}

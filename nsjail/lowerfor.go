@@ -14,12 +14,12 @@ import (
 // and rlimits where the request's are lower. It refuses (with why) when
 // anything else differs: the mount plan (a smaller workspace is a tmpfs
 // mounted at Start), the environment (per-request additions belong in
-// Payload.Env), the seccomp policy, the output cap, the CPUs, a proxy or
-// an output directory, or a limit the request raises. The caller then runs
+// Payload.Env), the seccomp policy, the output cap, the CPUs, a proxy, or a
+// limit the request raises. The caller then runs
 // cold. Spec.ID and Spec.Warm are not compared.
 func LowerFor(pooled, job *Job) (*Lower, error) {
-	if job.Proxy != nil || pooled.Proxy != nil || job.OutputDir != "" || job.Timings != nil {
-		return nil, fmt.Errorf("a proxy, an output directory or timings are set at Start")
+	if job.Proxy != nil || pooled.Proxy != nil {
+		return nil, fmt.Errorf("a proxy is set at Start")
 	}
 	if job.OutputLimit != pooled.OutputLimit || job.Limits.CPUs != pooled.Limits.CPUs ||
 		job.Limits.OutputKill != pooled.Limits.OutputKill || job.Limits.RequireCgroup != pooled.Limits.RequireCgroup {

@@ -159,6 +159,8 @@ type supervisor struct {
 	cmd    *exec.Cmd
 	p      pipes
 	sink   outputSink
+	// timings gets the timeline (IO.Timings, or Job.Timings for Run).
+	timings io.Writer
 	// phaseMu guards phase, what the handle says of itself.
 	phaseMu sync.Mutex
 	phase   Phase

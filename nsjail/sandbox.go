@@ -55,6 +55,15 @@ type IO struct {
 	Stdin io.Reader
 	// Stdout and Stderr, when set, get the payload's output live.
 	Stdout, Stderr io.Writer
+	// OutputDir, when set, receives the files this payload created or
+	// changed in the workspace (Spec.Outputs bounds them), as
+	// Job.OutputDir does for Run: one request's, so a sandbox started
+	// ahead of its request (the pool) takes it here.
+	OutputDir string
+	// Timings, when set, gets this execution's per-step timeline, as
+	// Job.Timings does for Run. A sandbox started without Job.Timings
+	// has no marks of its start, only of the execution.
+	Timings io.Writer
 }
 
 // Errors of the handle's use, as opposed to a run's failure, which is a
@@ -113,6 +122,10 @@ func (sb *Sandbox) Exec(ctx context.Context, p Payload, pio IO) (*Result, error)
 		return nil, err
 	}
 	defer close(s.execDone)
+	if pio.Timings != nil {
+		s.timings = pio.Timings
+		s.tl.on.Store(true)
+	}
 	s.begun = time.Now()
 	s.res.StartedAt = s.begun.UTC()
 	s.tl.mark("sbx: Exec")
@@ -169,7 +182,7 @@ func Run(ctx context.Context, job *Job) *Result {
 		err = s.start(ctx)
 	}
 	if err == nil && s.claim() == nil {
-		err = s.exec(ctx, &job.Payload, inputs, IO{Stdin: job.Stdin, Stdout: job.Stdout, Stderr: job.Stderr})
+		err = s.exec(ctx, &job.Payload, inputs, IO{Stdin: job.Stdin, Stdout: job.Stdout, Stderr: job.Stderr, OutputDir: job.OutputDir, Timings: job.Timings})
 		close(s.execDone)
 	}
 	closeFiles(inputs)
@@ -195,7 +208,8 @@ func newSupervisor(job *Job) *supervisor {
 	}
 	s.res = newResult(job.Spec.ID, job.Spec.Profile, s.begun)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	s.tl.on = job.Timings != nil
+	s.tl.on.Store(job.Timings != nil)
+	s.timings = job.Timings
 	if job.T0 != 0 {
 		s.tl.marks = append(s.tl.marks, Mark{"sbx: process started (main)", job.T0})
 	}
@@ -262,14 +276,6 @@ func (s *supervisor) start(ctx context.Context) error {
 	job := s.job
 	if err := job.Spec.Validate(); err != nil {
 		return err
-	}
-	if job.OutputDir != "" {
-		od, err := openOutputDir(job.OutputDir)
-		if err != nil {
-			return err
-		}
-		s.onTeardown(func() { od.Close() })
-		s.sink = od
 	}
 	if job.Proxy != nil {
 		s.onTeardown(func() { job.Proxy.Close() })
@@ -365,6 +371,12 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
 	defer stop()
 	job, p := s.job, &s.p
+	if err := s.openSink(pio.OutputDir); err != nil {
+		close(s.inputsDone)
+		s.cancel(err)
+		<-s.watchDone
+		return err
+	}
 	if err := s.applyLower(pl); err != nil {
 		close(s.inputsDone)
 		s.cancel(err)
@@ -373,7 +385,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	}
 	// What this request asks of the report and of the init travels with
 	// its payload, never in the Spec.
-	pl.Send, pl.Timings = s.sink != nil, s.tl.on
+	pl.Send, pl.Timings = s.sink != nil, s.tl.on.Load()
 	outputs := job.Spec.Outputs
 	outputs.Send = pl.Send
 	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})
@@ -480,8 +492,8 @@ func (s *supervisor) result(err error) *Result {
 	res.FinishedAt = end.UTC()
 	res.Usage.WallMS = end.Sub(s.begun).Milliseconds()
 	s.tl.mark("sbx: result ready")
-	if s.job.Timings != nil {
-		s.tl.print(s.job.Timings)
+	if s.timings != nil {
+		s.tl.print(s.timings)
 	}
 	return res
 }
@@ -565,4 +577,20 @@ func (s *supervisor) writePayload(payloadLine []byte, pl *Payload, inputs []*os.
 		s.inputs = append(s.inputs, InputEntry{Path: in.Path, Source: in.Source, Size: in.Size, SHA256: hex.EncodeToString(h.Sum(nil))})
 	}
 	w.Flush()
+}
+
+// openSink opens the execution's output directory, where the report's
+// file contents go (nil sink: none is kept). It is per execution, so it
+// is opened at Exec, never at Start.
+func (s *supervisor) openSink(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	od, err := openOutputDir(dir)
+	if err != nil {
+		return err
+	}
+	s.onTeardown(func() { od.Close() })
+	s.sink = od
+	return nil
 }

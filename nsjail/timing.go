@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,19 +28,21 @@ func monotonicNS() int64 {
 // filter compile, the status reader), so appends are locked; a -race build
 // with --debug-timings reported the unlocked version.
 type timeline struct {
-	on    bool
+	// on is atomic: a sandbox started without timings turns them on at
+	// Exec (IO.Timings) while its goroutines may be marking.
+	on    atomic.Bool
 	mu    sync.Mutex
 	marks []Mark
 }
 
 func (t *timeline) mark(name string) {
-	if t.on {
+	if t.on.Load() {
 		t.add([]Mark{{name, monotonicNS()}})
 	}
 }
 
 func (t *timeline) add(ms []Mark) {
-	if !t.on {
+	if !t.on.Load() {
 		return
 	}
 	t.mu.Lock()

@@ -173,10 +173,22 @@ func confinedWhileWaiting(t *testing.T) {
 		t.Fatalf("after the wait: phase %v, want ready", ph)
 	}
 
-	var live strings.Builder
-	res, err := sb.Exec(ctx, nsjail.Payload{Argv: []string{"/usr/bin/python3", "-c", "import sys; print('hello', sys.argv[1])", "handle"}}, nsjail.IO{Stdout: &live})
+	// The output directory and the timings are the execution's, given at
+	// Exec to a sandbox started without them (as the pool starts them).
+	var live, timings strings.Builder
+	outDir := t.TempDir()
+	res, err := sb.Exec(ctx, nsjail.Payload{Argv: []string{"/usr/bin/python3", "-c", "import sys; open('out.txt', 'w').write('x'); print('hello', sys.argv[1])", "handle"}},
+		nsjail.IO{Stdout: &live, OutputDir: outDir, Timings: &timings})
 	if err != nil {
 		t.Fatalf("Exec: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(outDir, "out.txt")); err != nil || string(b) != "x" {
+		t.Errorf("IO.OutputDir: out.txt %q, %v; want the file the payload wrote", b, err)
+	}
+	for _, step := range []string{"sbx: Exec", "sbx: result ready"} {
+		if !strings.Contains(timings.String(), step) {
+			t.Errorf("IO.Timings lacks %q:\n%s", step, timings.String())
+		}
 	}
 	// As a cold run reports it (sbx exec --profile strict -c ...).
 	if res.Status != nsjail.StatusOK || res.ExitCode != 0 || res.Signal != nil || res.Stdout != "hello handle\n" || res.Stderr != "" {
