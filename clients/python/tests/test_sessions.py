@@ -42,7 +42,9 @@ def test_error_keeps_the_session(session: sbx.Sandbox) -> None:
 def test_cell_timeout_interrupts_and_keeps_state(session: sbx.Sandbox) -> None:
     session.run_code("x = 41")
     ex = session.run_code("while True: pass", timeout=1)
-    assert ex.error is not None and ex.error.name == "KeyboardInterrupt", ex.raw
+    assert ex.status == "timeout", ex.raw
+    with pytest.raises(sbx.TimeoutExceeded):
+        ex.raise_for_status()
     assert not ex.state_lost
     assert session.run_code("x").text == "41"
 
@@ -82,15 +84,27 @@ def test_files(session: sbx.Sandbox) -> None:
     assert "out.bin" not in {f.path for f in session.files.list()}
 
 
-def test_restart_and_snapshot(server: Server) -> None:
+def test_restart_keeps_the_workspace(session: sbx.Sandbox) -> None:
+    session.run_code("x = 1\nopen('kept.txt', 'w').write('kept')")
+    session.restart()
+    assert session.run_code("open('kept.txt').read()").text == "'kept'"
+    assert session.run_code("x").error.name == "NameError"
+
+
+def test_interrupt_with_nothing_running(session: sbx.Sandbox) -> None:
+    session.run_code("x = 1")
+    session.interrupt()  # nothing to interrupt: a no-op, not an error
+    assert session.run_code("x").text == "1"
+
+
+def test_snapshot_restores_the_workspace(server: Server) -> None:
     sb = sessions_or_skip(server)
     try:
-        sb.run_code("x = 1\nopen('kept.txt', 'w').write('kept')")
-        sb.restart()
-        ex = sb.run_code("open('kept.txt').read()")
-        assert ex.text == "'kept'"
-        assert sb.run_code("x").error.name == "NameError"
-        snap = sb.snapshot()
+        sb.run_code("open('kept.txt', 'w').write('kept')")
+        try:
+            snap = sb.snapshot()
+        except sbx.SessionsUnavailable as e:
+            pytest.skip("this sbx serve's sessions have no snapshot endpoint yet (issue 15, 1): %s" % e)
     finally:
         sb.kill()
     restored = sbx.Sandbox.create(url=server.url, token=server.token, from_snapshot=snap)
