@@ -80,6 +80,7 @@ define pytest_as
 endef
 test-python: sbx
 	@echo "make: test-python: clients/python's pytest against sbx serve and the local sbx, as $$(id -un)$$([ "$$(id -u)" = 0 ] && echo ', then as uid 65534')"
+	@$(PYTHON) -c 'import pytest, httpx' 2>/dev/null || { echo "make: test-python needs pytest and httpx for $(PYTHON): apt-get install python3-pytest python3-httpx" >&2; exit 1; }
 	@mkdir -p $(dir $(SUMMARY))
 	@rm -f $(PYSUM)-*
 	$(call pytest_as,,$$(id -un))

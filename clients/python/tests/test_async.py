@@ -121,7 +121,19 @@ def test_async_session_state(server: Server) -> None:
             await sb.run_code("x = 41")
             ex = await sb.run_code("x + 1")
             await sb.files.write("f.txt", "hi")
-            return ex, await sb.files.read("f.txt")
+            text = await sb.files.read("f.txt")
+            listed = {f.path for f in await sb.files.list()}
+            await sb.files.remove("f.txt")
+            after = {f.path for f in await sb.files.list()}
+            chunks = []
+            streamed = await sb.run_code("print('s', flush=True)\nx", on_stdout=chunks.append)
+            await sb.interrupt()
+            await sb.restart()
+            lost = await sb.run_code("x")
+            return ex, text, listed, after, chunks, streamed, lost
 
-    ex, text = go(main())
+    ex, text, listed, after, chunks, streamed, lost = go(main())
     assert ex.text == "42" and ex.execution_count == 2 and text == "hi"
+    assert "f.txt" in listed and "f.txt" not in after
+    assert [str(c) for c in chunks] == ["s\n"] and streamed.text == "41"
+    assert lost.error is not None and lost.error.name == "NameError"

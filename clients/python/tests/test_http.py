@@ -172,6 +172,14 @@ def test_413(busy_server: Server) -> None:
     assert ei.value.status == 413
 
 
+def test_durations_are_go_durations() -> None:
+    from sbx._core import duration
+
+    assert [duration(1), duration(0.5), duration(1e6), duration(0.0004)] == ["1s", "0.5s", "1000000s", "1ms"]
+    with pytest.raises(ValueError):
+        duration(0)
+
+
 def test_retry_delay_follows_retry_after_else_backs_off() -> None:
     from sbx._core import retry_delay
     from sbx.errors import parse_retry_after
