@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Iterator, List, Optional
+from typing import Iterator, List
 
 import pytest
 
