@@ -22,7 +22,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 DOCDIR  ?= build/docs
 
-.PHONY: all sbx deps precompiled test unit integration race-integration vet bench vmtest clean docs install
+.PHONY: all sbx deps precompiled test unit integration test-python race-integration vet bench vmtest clean docs install
 
 all: sbx
 
@@ -73,8 +73,30 @@ integration: sbx
 	@mkdir -p $(dir $(SUMMARY))
 	$(TESTSUM) -label integration -o $(SUMMARY)-integration -- $(GO) test -json -tags integration -count=1 -p 1 -timeout 20m $(if $(RUN),-run '$(RUN)') ./tests/...
 
-test: vet unit integration
-	@echo "make test: vet and unit passed; $$(cat $(SUMMARY)-integration); VM: not run by make test (make vmtest)"
+# test-python: the Python client's pytest suite (clients/python/tests)
+# against a real `sbx serve` each test starts on 127.0.0.1, and the local
+# binary; as root, then as uid 65534 (setpriv) when make runs as root.
+# Debian's python3 (python3-pytest, python3-httpx), not a pyenv's. Each
+# run's last line ("N passed, M skipped") goes into make test's summary.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYSUM   = $(CURDIR)/$(SUMMARY)-python
+# $(call pytest_as,WRAPPER,LABEL): pytest's own exit status, its output
+# both on the terminal and in $(PYSUM)-LABEL.
+define pytest_as
+	cd clients/python && { $(1) env SBX=$(CURDIR)/$(OUT) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -rs -p no:cacheprovider tests; echo $$? > $(PYSUM)-rc; } | tee $(PYSUM)-$(2); exit $$(cat $(PYSUM)-rc)
+endef
+test-python: sbx
+	@echo "make: test-python: clients/python's pytest against sbx serve and the local sbx, as $$(id -un)$$([ "$$(id -u)" = 0 ] && echo ', then as uid 65534')"
+	@$(PYTHON) -c 'import pytest, httpx' 2>/dev/null || { echo "make: test-python needs pytest and httpx for $(PYTHON): apt-get install python3-pytest python3-httpx" >&2; exit 1; }
+	@mkdir -p $(dir $(SUMMARY))
+	@rm -f $(PYSUM)-*
+	$(call pytest_as,,$$(id -un))
+	@if [ "$$(id -u)" = 0 ]; then echo "make: test-python: as uid 65534"; fi
+	if [ "$$(id -u)" = 0 ]; then $(call pytest_as,setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/tmp,uid65534); fi
+	@for f in $(PYSUM)-$$(id -un) $(PYSUM)-uid65534; do [ -f $$f ] && printf '%s as %s; ' "$$(tail -n 1 $$f | sed 's/ in [0-9.]*s.*//; s/=//g; s/^ *//')" "$${f##*-}"; done | sed 's/; $$//; s/^/python client: /' > $(PYSUM)
+
+test: vet unit integration test-python
+	@echo "make test: vet and unit passed; $$(cat $(SUMMARY)-integration); $$(cat $(SUMMARY)-python); VM: not run by make test (make vmtest)"
 
 bench: sbx
 	./bench/bench.sh
