@@ -171,6 +171,7 @@ func newApp(args []string) *cli.App {
 		execCommand(args),
 		profileCommand(),
 		doctorCommand(),
+		imageCommand(),
 		versionCommand(),
 	}
 	if genDocsCommand != nil {
@@ -272,6 +273,11 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		return fail(err)
 	}
 	warnings := clampToHost(prof)
+	img, err := useImage(prof, asJSON || jsonRequested(rawArgs))
+	if err != nil {
+		return fail(err)
+	}
+	defer img.release()
 	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {
 		return fail(fmt.Errorf("--input-dir given twice (%s): give one directory, and single files with --file", strings.Join(*dirs, ", ")))
 	}
@@ -288,7 +294,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 	if rootfs == "" {
 		rootfs = "/"
 	}
-	sc := &script{dir: dir, inputs: inputs, maxBytes: int64(prof.Limits.WorkspaceSize), rootfs: rootfs}
+	sc := &script{dir: dir, inputs: inputs, maxBytes: int64(prof.Limits.WorkspaceSize), rootfs: rootfs, imageArgv: img.defaultArgv()}
 	payload, err = payloadFromArgs(c, rawArgs, sc)
 	if sc.tmp != "" {
 		defer os.Remove(sc.tmp)
@@ -364,6 +370,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		job.Timings, job.T0, job.Marks = os.Stderr, t0, marks
 	}
 	res := nsjail.Run(context.Background(), job)
+	res.Image = img.resultInfo()
 	res.Warnings = append(warnings, res.Warnings...)
 	outWarnings := outputWarnings(res.Files, c.String("output-dir"))
 	res.Warnings = append(res.Warnings, outWarnings...)
@@ -500,6 +507,10 @@ func payloadFromArgs(c *cli.Context, rawArgs []string, sc *script) (nsjail.Paylo
 	switch {
 	case c.IsSet("c"):
 		p.Argv = append([]string{"python3", "-c", c.String("c")}, args...)
+	case len(args) == 0 && len(sc.imageArgv) > 0:
+		// Only `sbx exec --image X` with nothing to run uses the
+		// image's Entrypoint and Cmd.
+		p.Argv = sc.imageArgv
 	case len(args) == 0:
 		return p, errors.New("nothing to run: give FILE.py, -c CODE, or -- CMD (see 'sbx exec --help')")
 	case afterDoubleDash(rawArgs, len(args)):

@@ -41,10 +41,22 @@ const (
 	ExitKilled     = 137 // memory or another limit
 )
 
+// ImageInfo names an image of sbx's store: the name it was asked for,
+// its id (the config's digest: one id is one tree) and its manifest's
+// digest (what a registry reference @sha256:... names).
+type ImageInfo struct {
+	Name   string `json:"name"`
+	ID     string `json:"id"`
+	Digest string `json:"digest"`
+}
+
 // Result is the one JSON object `sbx exec --json` prints.
 type Result struct {
 	ID      string `json:"id"`
 	Profile string `json:"profile"`
+	// Image names the OCI image the run's root came from (absent on the
+	// host's /usr or a --rootfs directory).
+	Image *ImageInfo `json:"image,omitempty"`
 	// Version and Commit say which sbx made the Result (internal/version).
 	Version    string    `json:"version"`
 	Commit     string    `json:"commit"`

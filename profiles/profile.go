@@ -33,7 +33,13 @@ type Profile struct {
 	// Require lists the layers a run must have, or it fails with exit 125
 	// before the payload starts: "cgroup", "seccomp", "landlock", "netns",
 	// "userns".
-	Require    []string   `toml:"require"`
+	Require []string `toml:"require"`
+	// Image names an OCI image in sbx's store (`sbx image ls`: a name
+	// such as "python:3.11-slim", or an id), or a registry reference that
+	// is pulled on first use. Its unpacked tree becomes the read-only
+	// root (instead of the host's /usr; not with filesystem.rootfs) and
+	// its Env is applied under sbx's base environment. Empty means none.
+	Image      string     `toml:"image"`
 	Limits     Limits     `toml:"limits"`
 	Filesystem Filesystem `toml:"filesystem"`
 	Network    Network    `toml:"network"`
@@ -44,6 +50,10 @@ type Profile struct {
 	// HOME, LANG, TMPDIR, ...); nothing comes from the host. --env flags
 	// win over it.
 	Env map[string]string `toml:"env"`
+
+	// ImageEnv is the image's Env, filled in when the image is resolved
+	// (never from a file): it goes over BaseEnv and under Env.
+	ImageEnv []string `toml:"-" json:"-"`
 
 	// origins says who set each key that is not at its default; see
 	// Origin. Keys of Env are "env.NAME".

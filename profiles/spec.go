@@ -53,7 +53,8 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 	if err != nil {
 		return nsjail.Spec{}, err
 	}
-	env := mergeEnv(BaseEnv(fs.Workspace), p.Env, extraEnv)
+	env := mergeEnv(BaseEnv(fs.Workspace), nil, imageEnv(p.ImageEnv))
+	env = mergeEnv(env, p.Env, extraEnv)
 	return nsjail.Spec{
 		Version:   nsjail.SpecVersion,
 		ID:        id,
@@ -85,6 +86,24 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 			{Resource: "RLIMIT_MSGQUEUE", Soft: uint64(l.Msgqueue), Hard: uint64(l.Msgqueue)},
 		},
 	}, nil
+}
+
+// imageOwned are the variables an image's Env may not set: the sandbox's
+// HOME is its workspace and its TMPDIR is /tmp, whatever the image was
+// built with.
+var imageOwned = map[string]bool{"HOME": true, "TMPDIR": true}
+
+// imageEnv is the image's Env without the variables sbx owns, and without
+// entries that are not KEY=VALUE.
+func imageEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if ok && k != "" && !imageOwned[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // mergeEnv applies KEY=VALUE layers in order, later ones winning, keeping
