@@ -311,8 +311,8 @@ func useImage(prof *profiles.Profile, quiet bool) (*runImage, error) {
 		if _, perr := image.Normalize(prof.Image); perr != nil {
 			return nil, err
 		}
-		if _, err = pull(s, prof.Image, quiet); err != nil {
-			return nil, err
+		if _, perr := pull(s, prof.Image, quiet); perr != nil {
+			return nil, fmt.Errorf("%w, and pulling it failed: %v", err, perr)
 		}
 		m, lock, err = s.Use(prof.Image)
 	}

@@ -371,6 +371,12 @@ func TestImagePullAndRun(t *testing.T) {
 		prof := filepath.Join(home, "img.toml")
 		os.WriteFile(prof, []byte(fmt.Sprintf("extends = \"standard\"\nimage = %q\n", ref)), 0o644)
 		okProbe(t, resultIn(t, r, home, "--profile", prof, "--", "/bin/probe"))
+		// doctor's trial sandbox on the image: it builds and runs,
+		// and finds no python3 there (the probe image has none).
+		out = sbxIn(t, r, home, "doctor", "--json", "--image", ref)
+		if !strings.Contains(out.stdout, `"image python3"`) || !strings.Contains(out.stdout, "no python3 in it") {
+			t.Errorf("doctor --image: exit %d\n%s%s", out.code, out.stdout, out.stderr)
+		}
 		// ls, inspect, rm, prune.
 		out = sbxIn(t, r, home, "image", "ls")
 		if !strings.Contains(out.stdout, ref) {
