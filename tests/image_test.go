@@ -612,3 +612,131 @@ func TestImagePullInterruptedAndParallel(t *testing.T) {
 		okProbe(t, resultIn(t, r, home, "--image", ref, "--", "/bin/probe"))
 	})
 }
+
+// hostPythonLayer copies the host's python3 (the binary, the libraries
+// it links, the standard library without tests and caches) into a layer,
+// with a module only the image has: a Python image built on this host,
+// offline.
+func hostPythonLayer(t *testing.T) []byte {
+	bin, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Skipf("no python3 on the host to build a Python image from: %v", err)
+	}
+	ver := strings.TrimPrefix(filepath.Base(bin), "python") // "3.11"
+	stdlib := "/usr/lib/python" + ver
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(p string) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatalf("lstat %s: %v", p, err)
+		}
+		link := ""
+		if fi.Mode()&os.ModeSymlink != 0 {
+			link, _ = os.Readlink(p)
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Name = strings.TrimPrefix(p, "/")
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tw.Write(b)
+		}
+	}
+	skip := map[string]bool{"test": true, "__pycache__": true, "idlelib": true, "tkinter": true, "lib2to3": true,
+		"ensurepip": true, "pydoc_data": true, "site-packages": true, "dist-packages": true}
+	for _, top := range []string{"/bin", "/lib", "/lib64"} {
+		if fi, err := os.Lstat(top); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			add(top) // merged /usr: bin -> usr/bin, ...
+		}
+	}
+	add("/usr/bin/python3")
+	add(bin)
+	out, err := exec.Command("ldd", bin).Output()
+	if err != nil {
+		t.Skipf("ldd %s: %v", bin, err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasPrefix(f, "/") {
+			real, err := filepath.EvalSymlinks(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if real != f {
+				// The name the loader looks for, below its real
+				// directory (/lib64 is usr/lib64), pointing at the file.
+				d, err := filepath.EvalSymlinks(filepath.Dir(f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if at := filepath.Join(d, filepath.Base(f)); at != real {
+					tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(at, "/"), Typeflag: tar.TypeSymlink, Linkname: real})
+				}
+			}
+			add(real)
+		}
+	}
+	filepath.WalkDir(stdlib, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && skip[d.Name()] {
+			return filepath.SkipDir
+		}
+		add(p)
+		return nil
+	})
+	tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(stdlib, "/") + "/sbx_image_marker.py", Typeflag: tar.TypeReg, Mode: 0o644, Size: 17})
+	tw.Write([]byte("WHERE = 'image'\n\n"))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestImagePythonScript runs a Python script on an image that carries its
+// own interpreter: the script, sent as usual, runs with the image's
+// python3 (it imports a module only the image has), and nothing of the
+// host's Python packages is there.
+func TestImagePythonScript(t *testing.T) {
+	reg := startRegistry(t)
+	img := buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin", "PYTHONIOENCODING=utf-8"}, hostPythonLayer(t))
+	ref, digest := reg.push(t, "t/python:v1", img)
+	dir := readableTempDir(t)
+	script := filepath.Join(dir, "task.py")
+	os.WriteFile(script, []byte(`import json, os, sys
+import sbx_image_marker
+print(json.dumps({"where": sbx_image_marker.WHERE, "exe": sys.executable,
+    "host_packages": os.path.exists("/usr/lib/python3/dist-packages"),
+    "ioenc": os.environ.get("PYTHONIOENCODING")}))
+`), 0o644)
+	forEach(t, func(t *testing.T, r runner) {
+		home := storeHome(t, r)
+		res := resultIn(t, r, home, "--image", ref, script)
+		if res.Status != nsjail.StatusOK {
+			t.Fatalf("status %s (%s)\nstdout: %s\nstderr: %s", res.Status, res.Message, res.Stdout, res.Stderr)
+		}
+		var got struct {
+			Where, Exe, Ioenc string
+			HostPackages      bool `json:"host_packages"`
+		}
+		if err := json.Unmarshal([]byte(res.Stdout), &got); err != nil {
+			t.Fatalf("%v: %s", err, res.Stdout)
+		}
+		if got.Where != "image" || got.HostPackages || got.Ioenc != "utf-8" {
+			t.Errorf("the script saw %+v: want the image's Python, its Env, and no host packages", got)
+		}
+		if res.Image == nil || res.Image.Digest != digest {
+			t.Errorf("Result image %+v, want digest %s", res.Image, digest)
+		}
+	})
+}
