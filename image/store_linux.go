@@ -230,6 +230,12 @@ func (s *Store) Add(img v1.Image, o AddOptions) (*Meta, error) {
 }
 
 func (s *Store) unpackOnce(img v1.Image, id string, raw []byte, o AddOptions) (*Meta, error) {
+	// An image is in images/ whole or not at all (the rename), so one
+	// that is there needs no lock: a pull of an image a long run holds
+	// (shared) must not wait for the run.
+	if m, err := s.meta(id); err == nil {
+		return m, nil
+	}
 	l, err := s.imageLock(id, unix.LOCK_EX)
 	if err != nil {
 		return nil, err
