@@ -70,6 +70,7 @@ func imageCommand() *cli.Command {
 					if err != nil {
 						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
 					}
+					probePython(s, m)
 					fmt.Printf("%s %s\n", m.Names[0], m.Digest)
 					return nil
 				},
@@ -231,7 +232,51 @@ func pull(s *image.Store, ref string, quiet bool) (*image.Meta, error) {
 		defer bar.done()
 		p = bar
 	}
-	return s.Pull(ctx, ref, p)
+	m, err := s.Pull(ctx, ref, p)
+	if err == nil {
+		probePython(s, m)
+	}
+	return m, err
+}
+
+// pythonProbe prints the interpreter's real path and version.
+const pythonProbe = "import os, sys; print(os.path.realpath(sys.executable)); print(sys.version.split()[0])"
+
+// probePython runs python3 once in a sandbox on a newly stored image (the
+// default profile: the image's code is as untrusted as any payload) and
+// records what it found, for the Results of the runs on it. An image
+// without python3, or a host where no sandbox can be built, records
+// nothing; the image is stored either way.
+func probePython(s *image.Store, m *image.Meta) {
+	if m.Python != nil {
+		return
+	}
+	prof, err := profiles.Load(profiles.DefaultName)
+	if err != nil {
+		return
+	}
+	prof.Filesystem.Rootfs, prof.ImageEnv = s.Root(m.ID), m.Env
+	spec, err := prof.Spec(newRunID(), nil)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res := nsjail.Run(ctx, &nsjail.Job{
+		Spec:        spec,
+		Payload:     nsjail.Payload{Argv: []string{"python3", "-c", pythonProbe}},
+		OutputLimit: 64 << 10,
+		Timeout:     30 * time.Second,
+		Limits:      profileLimits(prof),
+	})
+	path, ver, ok := strings.Cut(strings.TrimSpace(res.Stdout), "\n")
+	if res.Status != nsjail.StatusOK || !ok || !strings.HasPrefix(path, "/") || len(res.Stdout) > 4096 {
+		return
+	}
+	py := &image.Interpreter{Path: path, Version: strings.TrimSpace(ver)}
+	if s.SetPython(m.ID, py) == nil {
+		m.Python = py
+	}
 }
 
 func isTerminal(f *os.File) bool {
@@ -268,9 +313,10 @@ func (b *progressBar) done() {
 // Entrypoint and Cmd, and the store's shared lock, held for the run so
 // that `sbx image rm` and prune leave its tree alone.
 type runImage struct {
-	info *nsjail.ImageInfo
-	argv []string
-	lock *os.File
+	info   *nsjail.ImageInfo
+	argv   []string
+	python *image.Interpreter
+	lock   *os.File
 }
 
 func (r *runImage) defaultArgv() []string {
@@ -280,11 +326,16 @@ func (r *runImage) defaultArgv() []string {
 	return r.argv
 }
 
-func (r *runImage) resultInfo() *nsjail.ImageInfo {
+// annotate names the image in the Result, and the interpreter when the
+// payload is a Python one.
+func (r *runImage) annotate(res *nsjail.Result, argv []string) {
 	if r == nil {
-		return nil
+		return
 	}
-	return r.info
+	res.Image = r.info
+	if r.python != nil && len(argv) > 0 && argv[0] == "python3" {
+		res.Interpreter = &nsjail.Interpreter{Path: r.python.Path, Version: r.python.Version}
+	}
 }
 
 func (r *runImage) release() {
@@ -322,8 +373,9 @@ func useImage(prof *profiles.Profile, quiet bool) (*runImage, error) {
 	prof.Filesystem.Rootfs = s.Root(m.ID)
 	prof.ImageEnv = m.Env
 	return &runImage{
-		info: &nsjail.ImageInfo{Name: prof.Image, ID: m.ID, Digest: m.Digest},
-		argv: append(append([]string{}, m.Entrypoint...), m.Cmd...),
-		lock: lock,
+		info:   &nsjail.ImageInfo{Name: prof.Image, ID: m.ID, Digest: m.Digest},
+		argv:   append(append([]string{}, m.Entrypoint...), m.Cmd...),
+		python: m.Python,
+		lock:   lock,
 	}, nil
 }

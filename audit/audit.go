@@ -30,8 +30,9 @@ type Entry struct {
 	InvokingUID int       `json:"invoking_uid"`
 	Profile     string    `json:"profile"`
 	// Image is the Result's: the OCI image the root came from.
-	Image         *nsjail.ImageInfo `json:"image,omitempty"`
-	ProfileSHA256 string            `json:"profile_sha256"`
+	Image         *nsjail.ImageInfo   `json:"image,omitempty"`
+	Interpreter   *nsjail.Interpreter `json:"interpreter,omitempty"`
+	ProfileSHA256 string              `json:"profile_sha256"`
 	// CodeSHA256 hashes what was run: the script's bytes, the -c code,
 	// or the command line of `-- CMD ARGS`.
 	CodeSHA256 string              `json:"code_sha256"`
@@ -136,7 +137,7 @@ func (l *Log) Close() error { return l.f.Close() }
 func FromResult(res *nsjail.Result, withOutput bool) *Entry {
 	e := &Entry{
 		ID: res.ID, Version: res.Version, Commit: res.Commit, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, InvokingUID: os.Getuid(),
-		Profile: res.Profile, Image: res.Image, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
+		Profile: res.Profile, Image: res.Image, Interpreter: res.Interpreter, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
 		ExitCode: res.ExitCode, Signal: res.Signal, Message: res.Message, Files: res.Files,
 		Network: res.Network, Denials: res.SeccompDenials,
 		NetworkTruncated: res.NetworkTruncated, NetworkSummary: res.NetworkSummary,

@@ -85,8 +85,33 @@ type Meta struct {
 	User       string    `json:"user,omitempty"`
 	Layers     []string  `json:"layers"`
 	Stats      Stats     `json:"stats"`
+	// Python is the image's python3 as a sandbox on it found it (once,
+	// when the image was stored); nil when it has none.
+	Python *Interpreter `json:"python,omitempty"`
 	// Names is filled in by List and Inspect from the index.
 	Names []string `json:"names,omitempty"`
+}
+
+// Interpreter is a python3: its path resolved inside the sandbox's root
+// and what `python3 --version` says, without "Python ".
+type Interpreter struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+}
+
+// SetPython records the image's interpreter in its meta.json (replaced
+// whole: a reader sees the old or the new).
+func (s *Store) SetPython(id string, py *Interpreter) error {
+	m, err := s.meta(id)
+	if err != nil {
+		return err
+	}
+	m.Python, m.Names = py, nil
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.Home, "images", hexOf(id), "meta.json"), append(b, '\n'))
 }
 
 // Root is the unpacked tree of image id.

@@ -50,6 +50,13 @@ type ImageInfo struct {
 	Digest string `json:"digest"`
 }
 
+// Interpreter names a python3: its path inside the sandbox's root, and
+// its version ("3.11.2").
+type Interpreter struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+}
+
 // Result is the one JSON object `sbx exec --json` prints.
 type Result struct {
 	ID      string `json:"id"`
@@ -57,6 +64,10 @@ type Result struct {
 	// Image names the OCI image the run's root came from (absent on the
 	// host's /usr or a --rootfs directory).
 	Image *ImageInfo `json:"image,omitempty"`
+	// Interpreter is the python3 a Python payload ran with on an image:
+	// its path inside and its version, as a sandbox on the image found
+	// them when it was stored.
+	Interpreter *Interpreter `json:"interpreter,omitempty"`
 	// Version and Commit say which sbx made the Result (internal/version).
 	Version    string    `json:"version"`
 	Commit     string    `json:"commit"`

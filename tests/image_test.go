@@ -383,7 +383,7 @@ func TestImagePullAndRun(t *testing.T) {
 			t.Errorf("image ls:\n%s", out.stdout)
 		}
 		out = sbxIn(t, r, home, "image", "inspect", ref)
-		if !strings.Contains(out.stdout, digest) || !strings.Contains(out.stdout, "IMAGE_VAR=from-image") {
+		if !strings.Contains(out.stdout, digest) || !strings.Contains(out.stdout, "IMAGE_VAR=from-image") || strings.Contains(out.stdout, `"python"`) {
 			t.Errorf("image inspect:\n%s%s", out.stdout, out.stderr)
 		}
 		if out = sbxIn(t, r, home, "image", "rm", ref); out.code != 0 || !strings.Contains(out.stdout, "removed") {
@@ -711,6 +711,12 @@ func TestImagePythonScript(t *testing.T) {
 	reg := startRegistry(t)
 	img := buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin", "PYTHONIOENCODING=utf-8"}, hostPythonLayer(t))
 	ref, digest := reg.push(t, "t/python:v1", img)
+	bin, _ := filepath.EvalSymlinks("/usr/bin/python3")
+	v, err := exec.Command(bin, "-c", "import sys; print(sys.version.split()[0])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostVersion := strings.TrimSpace(string(v))
 	dir := readableTempDir(t)
 	script := filepath.Join(dir, "task.py")
 	os.WriteFile(script, []byte(`import json, os, sys
@@ -737,6 +743,15 @@ print(json.dumps({"where": sbx_image_marker.WHERE, "exe": sys.executable,
 		}
 		if res.Image == nil || res.Image.Digest != digest {
 			t.Errorf("Result image %+v, want digest %s", res.Image, digest)
+		}
+		// The interpreter, found once in a sandbox on the image when it
+		// was pulled (here: on first use), resolved inside.
+		if res.Interpreter == nil || res.Interpreter.Path != bin || res.Interpreter.Version != hostVersion {
+			t.Errorf("Result interpreter %+v, want %s %s", res.Interpreter, bin, hostVersion)
+		}
+		// A payload that is not Python names no interpreter.
+		if res := resultIn(t, r, home, "--image", ref, "--", "/usr/bin/python3", "-c", "pass"); res.Status != nsjail.StatusOK || res.Interpreter != nil {
+			t.Errorf("a command payload: status %s, interpreter %+v", res.Status, res.Interpreter)
 		}
 	})
 }
