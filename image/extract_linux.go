@@ -31,7 +31,20 @@ type Limits struct {
 	// whiteouts (OCI image-spec layer.md: a whiteout applies to lower
 	// layers only).
 	MaxNameBytes int64
+	// MaxLayers is the most layers an image may have (overlayfs-based
+	// runtimes stop at 128 lower directories).
+	MaxLayers int
 }
+
+// headerAllowance is what each entry may add to the tar stream besides
+// its data (its 512-byte header, a PAX or GNU long-name record): past
+// MaxBytes plus this per entry, a layer is refused, so that headers
+// alone (each may carry 1 MiB of PAX records) cannot make sbx read
+// without bound.
+const headerAllowance = 4 << 10
+
+// streamCap is the most bytes of uncompressed tar an image may be.
+func (l Limits) streamCap() int64 { return l.MaxBytes + int64(l.MaxEntries)*headerAllowance }
 
 // DefaultLimits fit a data-science image (Debian with numpy, pandas,
 // scipy and matplotlib is about 50,000 entries and 600 MB) many times over.
@@ -41,6 +54,7 @@ var DefaultLimits = Limits{
 	MaxNameLen:   4096,
 	MaxDepth:     128,
 	MaxNameBytes: 64 << 20,
+	MaxLayers:    256,
 }
 
 // Stats say what an extraction did.
@@ -76,7 +90,11 @@ type Extractor struct {
 	lim       Limits
 	st        Stats
 	layer     map[string]bool
+	opaqued   map[string]bool
 	nameBytes int64
+	// read counts the uncompressed bytes of every layer so far, against
+	// Limits.streamCap.
+	read int64
 }
 
 // NewExtractor opens dir, an empty directory that the caller made, as the
@@ -122,9 +140,9 @@ func (e *EntryError) Unwrap() error { return e.Err }
 // Apply extracts one uncompressed layer tarball. An error refuses the
 // whole image: the caller throws the directory away.
 func (x *Extractor) Apply(r io.Reader) error {
-	x.layer = map[string]bool{}
+	x.layer, x.opaqued = map[string]bool{}, map[string]bool{}
 	x.nameBytes = 0
-	tr := tar.NewReader(r)
+	tr := tar.NewReader(&capReader{r: r, n: &x.read, max: x.lim.streamCap()})
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -448,6 +466,14 @@ func (x *Extractor) whiteout(name string) error {
 // opaque empties dir of what the lower layers put there, keeping this
 // layer's own entries.
 func (x *Extractor) opaque(dir string) error {
+	// Once per directory and layer: what the layer adds after the
+	// marker is its own, so a second marker has nothing to remove (and
+	// a layer repeating it must not make sbx list a big directory again
+	// for each).
+	if x.opaqued[dir] {
+		return nil
+	}
+	x.opaqued[dir] = true
 	fd, err := x.mkdirAll(dir)
 	if err != nil {
 		return err
@@ -465,6 +491,32 @@ func (x *Extractor) opaque(dir string) error {
 		}
 	}
 	return nil
+}
+
+// ErrStreamCap is the error of a layer stream past Limits.streamCap.
+var ErrStreamCap = errors.New("the image's uncompressed layers are past the size cap (data plus headers)")
+
+// capReader fails once more than max bytes have been read through it
+// (n is shared by an image's layers).
+type capReader struct {
+	r   io.Reader
+	n   *int64
+	max int64
+}
+
+func (c *capReader) Read(b []byte) (int, error) {
+	if *c.n >= c.max {
+		return 0, ErrStreamCap
+	}
+	if int64(len(b)) > c.max-*c.n {
+		b = b[:c.max-*c.n+1]
+	}
+	n, err := c.r.Read(b)
+	*c.n += int64(n)
+	if *c.n > c.max {
+		return n, ErrStreamCap
+	}
+	return n, err
 }
 
 // readDirNames lists the directory at fd (an O_PATH fd is reopened).

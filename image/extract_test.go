@@ -166,7 +166,7 @@ func TestExtractRules(t *testing.T) {
 		{name: "whiteout spares its own layer",
 			layers: [][]byte{tarOf(t, file("x", "new"), file(".wh.x", ""))}, checks: []check{content("x", "new")}},
 		{name: "opaque directory",
-			layers: [][]byte{tarOf(t, file("d/old", "1")), tarOf(t, file("d/new", "2"), file("d/.wh..wh..opq", ""), file("d/later", "3"))},
+			layers: [][]byte{tarOf(t, file("d/old", "1")), tarOf(t, file("d/new", "2"), file("d/.wh..wh..opq", ""), file("d/later", "3"), file("d/.wh..wh..opq", ""))},
 			checks: []check{absent("d/old"), content("d/new", "2"), content("d/later", "3")}},
 		{name: "devices and fifos skipped",
 			layers: [][]byte{tarOf(t, ent{name: "dev/null", typ: tar.TypeChar, mode: 0o666}, ent{name: "sda", typ: tar.TypeBlock, mode: 0o666}, ent{name: "fifo", typ: tar.TypeFifo, mode: 0o666})},
@@ -214,6 +214,25 @@ func TestExtractRules(t *testing.T) {
 				t.Errorf("the root's parent holds %d entries, want root and outside", len(ents))
 			}
 		})
+	}
+}
+
+// TestExtractHeadersAreCapped: entries with no data but 256 KiB of PAX
+// records each are refused once the stream passes data cap plus a
+// header allowance per entry, before the entry cap.
+func TestExtractHeadersAreCapped(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := 0; i < 40; i++ {
+		tw.WriteHeader(&tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o755, Format: tar.FormatPAX,
+			PAXRecords: map[string]string{"comment": strings.Repeat("c", 256<<10)}})
+	}
+	tw.Close()
+	root, _ := sandboxDirs(t)
+	lim := Limits{MaxBytes: 1 << 20, MaxEntries: 100, MaxNameLen: 100, MaxDepth: 8, MaxNameBytes: 1 << 20}
+	err := extract(t, root, lim, buf.Bytes())
+	if !errors.Is(err, ErrStreamCap) {
+		t.Fatalf("err = %v, want ErrStreamCap", err)
 	}
 }
 

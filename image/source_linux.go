@@ -99,13 +99,21 @@ func (s *Store) fromArchive(file string) (v1.Image, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if members["manifest.json"] {
+	for _, n := range []string{"manifest.json", "index.json"} {
+		if members[n] > MaxMetaBytes {
+			return nil, "", fmt.Errorf("%s of %d bytes, more than %d", n, members[n], MaxMetaBytes)
+		}
+	}
+	if _, ok := members["manifest.json"]; ok {
 		m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(file) })
 		if err != nil {
 			return nil, "", fmt.Errorf("manifest.json: %w", err)
 		}
 		if len(m) != 1 {
 			return nil, "", fmt.Errorf("manifest.json: %d images; sbx imports one (docker save one image)", len(m))
+		}
+		if n := members[m[0].Config]; n > MaxMetaBytes {
+			return nil, "", fmt.Errorf("manifest.json: config %s of %d bytes, more than %d", m[0].Config, n, MaxMetaBytes)
 		}
 		var tag *name.Tag
 		found := ""
@@ -120,7 +128,9 @@ func (s *Store) fromArchive(file string) (v1.Image, string, error) {
 		}
 		return img, found, nil
 	}
-	if !members["index.json"] || !members["oci-layout"] {
+	_, hasIndex := members["index.json"]
+	_, hasLayout := members["oci-layout"]
+	if !hasIndex || !hasLayout {
 		return nil, "", errors.New("neither a docker save tarball (no manifest.json) nor an OCI archive (no oci-layout and index.json)")
 	}
 	// An OCI archive is unpacked (by the safe extractor: it is hostile
@@ -167,16 +177,16 @@ func Release(img v1.Image) {
 	}
 }
 
-// tarMembers lists the top-level regular files of a tarball, reading
-// at most max headers.
-func tarMembers(file string, max int) (map[string]bool, error) {
+// tarMembers lists the entries of a tarball with their sizes, reading at
+// most max headers.
+func tarMembers(file string, max int) (map[string]int64, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	tr := tar.NewReader(f)
-	out := map[string]bool{}
+	out := map[string]int64{}
 	for i := 0; i < max; i++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -185,7 +195,7 @@ func tarMembers(file string, max int) (map[string]bool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read tar: %w", err)
 		}
-		out[strings.TrimPrefix(h.Name, "./")] = true
+		out[strings.TrimPrefix(h.Name, "./")] = h.Size
 	}
 	return nil, fmt.Errorf("more than %d entries", max)
 }
@@ -195,18 +205,49 @@ const refNameAnnotation = "org.opencontainers.image.ref.name"
 
 // fromLayout picks the image for this platform from an OCI layout.
 func fromLayout(dir string) (v1.Image, string, error) {
+	if err := checkSize(filepath.Join(dir, "index.json"), MaxMetaBytes); err != nil {
+		return nil, "", err
+	}
 	p, err := layout.FromPath(dir)
 	if err != nil {
 		return nil, "", fmt.Errorf("OCI layout: %w", err)
+	}
+	sized := func(d v1.Hash) error {
+		return checkSize(filepath.Join(dir, "blobs", d.Algorithm, d.Hex), MaxMetaBytes)
 	}
 	ix, err := p.ImageIndex()
 	if err != nil {
 		return nil, "", fmt.Errorf("OCI layout index.json: %w", err)
 	}
-	return pickImage(ix, Platform(), 0)
+	img, found, err := pickImage(ix, Platform(), 0, sized)
+	if err != nil {
+		return nil, "", err
+	}
+	// The manifest was bounded by pickImage; the config is read whole.
+	if d, err := img.ConfigName(); err != nil {
+		return nil, "", fmt.Errorf("OCI layout: config: %w", err)
+	} else if err := sized(d); err != nil {
+		return nil, "", err
+	}
+	return img, found, nil
 }
 
-func pickImage(ix v1.ImageIndex, plat v1.Platform, depth int) (v1.Image, string, error) {
+// checkSize refuses a file of more than max bytes (layout blobs are read
+// whole by go-containerregistry).
+func checkSize(path string, max int64) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("OCI layout: %w", err)
+	}
+	if fi.Size() > max {
+		return fmt.Errorf("OCI layout: %s of %d bytes, more than %d", path, fi.Size(), max)
+	}
+	return nil
+}
+
+// pickImage takes the first image of ix for plat; sized bounds each
+// manifest before it is read.
+func pickImage(ix v1.ImageIndex, plat v1.Platform, depth int, sized func(v1.Hash) error) (v1.Image, string, error) {
 	if depth > 4 {
 		return nil, "", errors.New("index.json: indexes nested more than 4 deep")
 	}
@@ -222,6 +263,11 @@ func pickImage(ix v1.ImageIndex, plat v1.Platform, depth int) (v1.Image, string,
 		if !isNameLike(found) {
 			found = ""
 		}
+		if d.MediaType.IsImage() || d.MediaType.IsIndex() {
+			if err := sized(d.Digest); err != nil {
+				return nil, "", err
+			}
+		}
 		switch {
 		case d.MediaType.IsImage():
 			img, err := ix.Image(d.Digest)
@@ -234,7 +280,7 @@ func pickImage(ix v1.ImageIndex, plat v1.Platform, depth int) (v1.Image, string,
 			if err != nil {
 				return nil, "", fmt.Errorf("index %s: %w", d.Digest, err)
 			}
-			img, f2, err := pickImage(child, plat, depth+1)
+			img, f2, err := pickImage(child, plat, depth+1, sized)
 			if f2 == "" {
 				f2 = found
 			}

@@ -70,6 +70,10 @@ func Open(home string) (*Store, error) {
 	return &Store{Home: home, Limits: DefaultLimits}, nil
 }
 
+// MaxMetaBytes bounds what sbx reads whole from an image: index.json,
+// manifest.json, a manifest, the config (real ones are a few KiB).
+const MaxMetaBytes = 16 << 20
+
 // Meta is what the store keeps about one image.
 type Meta struct {
 	ID         string    `json:"id"`
@@ -231,6 +235,15 @@ type AddOptions struct {
 // Add unpacks img (once per id: a second Add of the same image only adds
 // its names) and names it.
 func (s *Store) Add(img v1.Image, o AddOptions) (*Meta, error) {
+	man, err := img.Manifest()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: read manifest: %w", o.Source, err)
+	}
+	// The config is read whole: its declared size is bounded first (over
+	// the network go-containerregistry reads no more than it).
+	if man.Config.Size > MaxMetaBytes {
+		return nil, fmt.Errorf("image %s: config of %d bytes, more than %d", o.Source, man.Config.Size, MaxMetaBytes)
+	}
 	raw, err := img.RawConfigFile()
 	if err != nil {
 		return nil, fmt.Errorf("image %s: read config: %w", o.Source, err)
@@ -283,6 +296,9 @@ func (s *Store) unpackOnce(img v1.Image, id string, raw []byte, o AddOptions) (*
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, fmt.Errorf("image %s: layers: %w", o.Source, err)
+	}
+	if len(layers) > s.Limits.MaxLayers {
+		return nil, fmt.Errorf("image %s: %d layers, more than %d", o.Source, len(layers), s.Limits.MaxLayers)
 	}
 	if len(layers) != len(cfg.RootFS.DiffIDs) {
 		return nil, fmt.Errorf("image %s: %d layers but the config's rootfs.diff_ids names %d", o.Source, len(layers), len(cfg.RootFS.DiffIDs))

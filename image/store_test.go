@@ -113,6 +113,15 @@ func TestStoreAddOnceAndName(t *testing.T) {
 	}
 }
 
+func TestStoreLayerCap(t *testing.T) {
+	s := newStore(t)
+	s.Limits.MaxLayers = 2
+	img := testImage(t, tarOf(t, file("a", "1")), tarOf(t, file("b", "2")), tarOf(t, file("c", "3")))
+	if _, err := s.Add(img, AddOptions{Names: []string{"x"}, Source: "test"}); err == nil || !strings.Contains(err.Error(), "3 layers, more than 2") {
+		t.Fatalf("err = %v, want the layer cap", err)
+	}
+}
+
 func TestStoreParallelAddsOneCopy(t *testing.T) {
 	s := newStore(t)
 	img := testImage(t, tarOf(t, file("bin/probe", strings.Repeat("x", 1<<16))))
