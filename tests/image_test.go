@@ -755,3 +755,31 @@ print(json.dumps({"where": sbx_image_marker.WHERE, "exe": sys.executable,
 		}
 	})
 }
+
+// TestImagePullProgressOnTerminal: on a terminal (script(1) gives the
+// pull a pty), a pull draws its progress bar on stderr; off one it is
+// quiet (TestImagePullAndRun).
+func TestImagePullProgressOnTerminal(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("no script(1) (util-linux) to give the pull a terminal")
+	}
+	reg := startRegistry(t)
+	ref, digest := reg.push(t, "t/progress:v1", probeImage(t, "progress"))
+	forEach(t, func(t *testing.T, r runner) {
+		home := storeHome(t, r)
+		argv := r.command("image", "pull", ref).Args
+		var quoted []string
+		for _, a := range argv {
+			quoted = append(quoted, "'"+a+"'")
+		}
+		cmd := exec.Command("script", "-qec", strings.Join(quoted, " "), "/dev/null")
+		cmd.Env = append(os.Environ(), "SBX_HOME="+home)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pull on a pty: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "pulling "+ref+" [") || !strings.Contains(string(out), digest) {
+			t.Errorf("pull on a terminal printed %q, want a progress bar and the digest", out)
+		}
+	})
+}
