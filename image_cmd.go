@@ -344,8 +344,21 @@ func (r *runImage) release() {
 	}
 }
 
-// useImage resolves the profile's image, pulling a reference the store
-// does not hold (quietly under --json), and makes its tree the profile's
+// pullable says whether a name the store does not hold is pulled on
+// first use: a reference with an explicit tag or digest
+// ("python:3.11-slim", "ghcr.io/o/r@sha256:..."). A bare name ("mine",
+// "sbx-data") is a local one that was never imported: pulling
+// docker.io/library/mine instead would run someone else's image.
+func pullable(ref string) bool {
+	if _, err := image.Normalize(ref); err != nil {
+		return false
+	}
+	last := ref[strings.LastIndexByte(ref, '/')+1:]
+	return strings.ContainsAny(last, ":@")
+}
+
+// useImage resolves the profile's image, pulling a tagged reference the
+// store does not hold (quietly under --json), and makes its tree the profile's
 // rootfs and its Env the profile's ImageEnv. nil when the profile has no
 // image.
 func useImage(prof *profiles.Profile, quiet bool) (*runImage, error) {
@@ -359,7 +372,7 @@ func useImage(prof *profiles.Profile, quiet bool) (*runImage, error) {
 	m, lock, err := s.Use(prof.Image)
 	var nf *image.NotFoundError
 	if errors.As(err, &nf) {
-		if _, perr := image.Normalize(prof.Image); perr != nil {
+		if !pullable(prof.Image) {
 			return nil, err
 		}
 		if _, perr := pull(s, prof.Image, quiet); perr != nil {

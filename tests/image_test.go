@@ -395,7 +395,12 @@ func TestImagePullAndRun(t *testing.T) {
 		if out = sbxIn(t, r, home, "image", "inspect", ref); out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "not in the store") {
 			t.Errorf("inspect after rm: exit %d: %s", out.code, out.stderr)
 		}
-		// A reference not in the store is pulled on first use.
+		// A bare name not in the store is never pulled.
+		if res := resultIn(t, r, home, "--image", "never-imported", "--", "/bin/probe"); res.Status != nsjail.StatusSetupError ||
+			!strings.Contains(res.Message, "not in the store") || strings.Contains(res.Message, "pulling") {
+			t.Errorf("a bare name not stored: %s: %s", res.Status, res.Message)
+		}
+		// A tagged reference not in the store is pulled on first use.
 		res = resultIn(t, r, home, "--image", ref, "--", "/bin/probe")
 		okProbe(t, res)
 		if out = sbxIn(t, r, home, "image", "prune"); out.code != 0 {
