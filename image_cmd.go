@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -357,6 +358,29 @@ func pullable(ref string) bool {
 	return strings.ContainsAny(last, ":@")
 }
 
+// checkSearchable: as root, the sandbox's host uid is an unprivileged
+// one, and the init opens the tree's top-level entries as that uid, so
+// every directory above them must be searchable by others (a store made
+// with mktemp -d is 0700). Said here, naming the directory, rather than
+// as the init's EACCES.
+func checkSearchable(root string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	for d := root; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("image store: %w", err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("image store: %s is mode %#o, not searchable by the sandbox's (unprivileged) host uid: chmod o+x %s, or set SBX_HOME to a directory that is", d, fi.Mode().Perm(), d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
 // useImage resolves the profile's image, pulling a tagged reference the
 // store does not hold (quietly under --json), and makes its tree the profile's
 // rootfs and its Env the profile's ImageEnv. nil when the profile has no
@@ -381,6 +405,10 @@ func useImage(prof *profiles.Profile, quiet bool) (*runImage, error) {
 		m, lock, err = s.Use(prof.Image)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSearchable(s.Root(m.ID)); err != nil {
+		lock.Close()
 		return nil, err
 	}
 	prof.Filesystem.Rootfs = s.Root(m.ID)

@@ -395,6 +395,16 @@ func TestImagePullAndRun(t *testing.T) {
 		if out = sbxIn(t, r, home, "image", "inspect", ref); out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, "not in the store") {
 			t.Errorf("inspect after rm: exit %d: %s", out.code, out.stderr)
 		}
+		// As root, a store the sandbox's host uid cannot search is said
+		// up front, naming the directory.
+		if r.uid == 0 {
+			os.Chmod(home, 0o700)
+			res := resultIn(t, r, home, "--image", ref, "--", "/bin/probe")
+			os.Chmod(home, 0o755)
+			if res.Status != nsjail.StatusSetupError || !strings.Contains(res.Message, home+" is mode 0700, not searchable") {
+				t.Errorf("a 0700 store as root: %s: %s", res.Status, res.Message)
+			}
+		}
 		// A bare name not in the store is never pulled.
 		if res := resultIn(t, r, home, "--image", "never-imported", "--", "/bin/probe"); res.Status != nsjail.StatusSetupError ||
 			!strings.Contains(res.Message, "not in the store") || strings.Contains(res.Message, "pulling") {
