@@ -345,6 +345,9 @@ func (r *runImage) release() {
 	}
 }
 
+// dataImage is the name `make image-data` imports its image as.
+const dataImage = "sbx-data"
+
 // pullable says whether a name the store does not hold is pulled on
 // first use: a reference with an explicit tag or digest
 // ("python:3.11-slim", "ghcr.io/o/r@sha256:..."). A bare name ("mine",
@@ -397,6 +400,9 @@ func useImage(prof *profiles.Profile, quiet bool) (*runImage, error) {
 	var nf *image.NotFoundError
 	if errors.As(err, &nf) {
 		if !pullable(prof.Image) {
+			if prof.Image == dataImage {
+				err = fmt.Errorf("%w; 'make image-data' builds it", err)
+			}
 			return nil, err
 		}
 		if _, perr := pull(s, prof.Image, quiet); perr != nil {

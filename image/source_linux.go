@@ -293,8 +293,10 @@ func pickImage(ix v1.ImageIndex, plat v1.Platform, depth int, sized func(v1.Hash
 // isNameLike says whether an annotation is a name: docker writes
 // "name:tag", other tools only the tag, which is no name.
 func isNameLike(s string) bool {
-	_, err := name.NewTag(s, name.StrictValidation)
-	return err == nil
+	if _, err := name.NewTag(s); err != nil {
+		return false
+	}
+	return strings.Contains(s[strings.LastIndexByte(s, '/')+1:], ":")
 }
 
 // decompress reads a compressed layer as it came: gzip, zstd or plain
