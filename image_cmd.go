@@ -106,7 +106,7 @@ func imageCommand() *cli.Command {
 							names = []string{"<none>"}
 						}
 						for _, n := range names {
-							fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n, shortID(m.ID), humanBytes(m.Stats.Bytes), m.Unpacked.Format(time.RFC3339))
+							fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", familiar(n), shortID(m.ID), humanBytes(m.Stats.Bytes), m.Unpacked.Format(time.RFC3339))
 						}
 					}
 					return tw.Flush()
@@ -199,6 +199,18 @@ func printIndented(v any) error {
 	}
 	_, err = os.Stdout.Write(append(b, '\n'))
 	return err
+}
+
+// familiar is a stored name as docker prints it: python:3.11, not
+// index.docker.io/library/python:3.11 (lookups accept either).
+func familiar(n string) string {
+	if r, ok := strings.CutPrefix(n, "index.docker.io/library/"); ok {
+		return r
+	}
+	if r, ok := strings.CutPrefix(n, "index.docker.io/"); ok {
+		return r
+	}
+	return n
 }
 
 func shortID(id string) string {
