@@ -90,8 +90,15 @@ func (p *Profile) Spec(id string, extraEnv []string) (nsjail.Spec, error) {
 
 // imageOwned are the variables an image's Env may not set: the sandbox's
 // HOME is its workspace and its TMPDIR is /tmp, whatever the image was
-// built with.
-var imageOwned = map[string]bool{"HOME": true, "TMPDIR": true}
+// built with, and the proxy variables are sbx's egress proxy's when the
+// network is allowed (an image built behind a corporate proxy names one
+// the sandbox cannot reach; nsjail's withProxyEnv keeps what the profile
+// set, so the image's must not get that far).
+var imageOwned = map[string]bool{
+	"HOME": true, "TMPDIR": true,
+	"HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true, "NO_PROXY": true,
+	"http_proxy": true, "https_proxy": true, "all_proxy": true, "no_proxy": true,
+}
 
 // imageEnv is the image's Env without the variables sbx owns, and without
 // entries that are not KEY=VALUE.
