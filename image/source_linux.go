@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 )
 
 // Platform is the one sbx runs images of: this host's.
@@ -135,10 +136,23 @@ func (s *Store) fromArchive(file string) (v1.Image, string, error) {
 	}
 	// An OCI archive is unpacked (by the safe extractor: it is hostile
 	// input too) into the store's tmp/, read as a layout, and removed.
-	dir, err := os.MkdirTemp(filepath.Join(s.Home, "tmp"), "import.")
+	dir, err := os.MkdirTemp(filepath.Join(s.Home, "tmp"), importPrefix)
 	if err != nil {
 		return nil, "", err
 	}
+	// Held until Release: prune leaves a layout that is being read.
+	lock, err := lockDir(dir, unix.LOCK_EX)
+	if err != nil {
+		os.Remove(dir)
+		return nil, "", err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			RemoveTree(dir)
+			lock.Close()
+		}
+	}()
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, "", err
@@ -151,15 +165,31 @@ func (s *Store) fromArchive(file string) (v1.Image, string, error) {
 	err = x.Apply(f)
 	x.Close()
 	if err != nil {
-		RemoveTree(dir)
 		return nil, "", fmt.Errorf("OCI archive: %w", err)
 	}
 	img, found, err := fromLayout(dir)
 	if err != nil {
-		RemoveTree(dir)
 		return nil, "", err
 	}
-	return &cleanupImage{Image: img, dir: dir}, found, nil
+	ok = true
+	return &cleanupImage{Image: img, dir: dir, lock: lock}, found, nil
+}
+
+// importPrefix starts the name of an OCI archive's temporary layout in
+// the store's tmp/.
+const importPrefix = "import."
+
+// lockDir takes flock(how) on the directory itself.
+func lockDir(dir string, how int) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("flock %s: %w", dir, err)
+	}
+	return f, nil
 }
 
 // cleanupImage is an image read from a temporary layout; the store's
@@ -167,13 +197,15 @@ func (s *Store) fromArchive(file string) (v1.Image, string, error) {
 // Release does otherwise.
 type cleanupImage struct {
 	v1.Image
-	dir string
+	dir  string
+	lock *os.File
 }
 
 // Release removes the temporary layout of an imported OCI archive.
 func Release(img v1.Image) {
 	if c, ok := img.(*cleanupImage); ok {
 		RemoveTree(c.dir)
+		c.lock.Close()
 	}
 }
 

@@ -440,7 +440,14 @@ func (s *Store) removeStale(prefix string) []string {
 		if !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		if prefix == "" {
+		if prefix == "" && strings.HasPrefix(e.Name(), importPrefix) {
+			l, err := lockDir(filepath.Join(dir, e.Name()), unix.LOCK_EX|unix.LOCK_NB)
+			if err != nil {
+				continue // an import is reading it
+			}
+			RemoveTree(filepath.Join(dir, e.Name()))
+			l.Close()
+		} else if prefix == "" {
 			hexid, _, _ := strings.Cut(e.Name(), ".")
 			l, err := s.imageLock(hexid, unix.LOCK_EX|unix.LOCK_NB)
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
 )
 
 // testImage is an image of the given layers, with an Env.
@@ -312,5 +313,29 @@ func tarDir(t *testing.T, dir, out string) {
 	tw.Close()
 	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStorePruneLeavesAnImportInProgress: an OCI archive's temporary
+// layout is locked while an import reads it; prune removes it only after.
+func TestStorePruneLeavesAnImportInProgress(t *testing.T) {
+	s := newStore(t)
+	dir := filepath.Join(s.Home, "tmp", importPrefix+"busy")
+	if err := os.MkdirAll(filepath.Join(dir, "blobs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lockDir(dir, unix.LOCK_EX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Prune(); len(got) != 0 {
+		t.Fatalf("prune removed %v during an import", got)
+	}
+	l.Close()
+	if got, _ := s.Prune(); len(got) != 1 {
+		t.Fatalf("prune removed %v after the import, want its layout", got)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("layout still there: %v", err)
 	}
 }
