@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -19,6 +21,7 @@ import (
 	"github.com/sbx-sandbox/sbx/image"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
+	"github.com/sbx-sandbox/sbx/rootfs"
 )
 
 func imageCommand() *cli.Command {
@@ -340,14 +343,22 @@ func (r *runImage) defaultArgv() []string {
 }
 
 // annotate names the image in the Result, and the interpreter when the
-// payload is a Python one.
-func (r *runImage) annotate(res *nsjail.Result, argv []string) {
+// payload is a Python one: the image's as a sandbox on it found it, else
+// the one PATH finds in the root (rootInterpreter).
+func (r *runImage) annotate(res *nsjail.Result, argv []string, root string, env []string) {
+	python := len(argv) > 0 && argv[0] == "python3"
 	if r == nil {
+		if python {
+			res.Interpreter = rootInterpreter(root, env)
+		}
 		return
 	}
 	res.Image = r.info
-	if r.python != nil && len(argv) > 0 && argv[0] == "python3" {
+	switch {
+	case r.python != nil && python:
 		res.Interpreter = &nsjail.Interpreter{Path: r.python.Path, Version: r.python.Version}
+	case python:
+		res.Interpreter = rootInterpreter(root, env)
 	}
 }
 
@@ -355,6 +366,87 @@ func (r *runImage) release() {
 	if r != nil && r.lock != nil {
 		r.lock.Close()
 	}
+}
+
+// pythonVersionRE finds the version in an interpreter's file name:
+// python3.11 -> 3.11.
+var pythonVersionRE = regexp.MustCompile(`^python(\d+\.\d+)$`)
+
+// rootInterpreter names the python3 the sandbox's PATH finds in a root
+// that is not an image's, resolved as the sandbox sees it: the host's
+// (root "/", whose /usr, /bin, /lib* the sandbox binds at the same
+// paths) or a --rootfs directory (resolved with RESOLVE_IN_ROOT, as the
+// extractor does). Nothing is run on the host to ask its version: it is
+// the major.minor of the file's name (python3.11 -> "3.11"), "" if the
+// name has none. nil when PATH finds no python3.
+func rootInterpreter(root string, env []string) *nsjail.Interpreter {
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		real, ok := resolveIn(root, filepath.Join(dir, "python3"))
+		if !ok {
+			continue
+		}
+		ver := ""
+		if m := pythonVersionRE.FindStringSubmatch(filepath.Base(real)); m != nil {
+			ver = m[1]
+		}
+		return &nsjail.Interpreter{Path: real, Version: ver}
+	}
+	return nil
+}
+
+// resolveIn resolves p inside root to an executable regular file, and
+// returns its path as the sandbox sees it.
+func resolveIn(root, p string) (string, bool) {
+	if root == "/" {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return "", false
+		}
+		top := strings.Split(real, "/")[1]
+		if !slices.Contains(rootfs.HostTop(), top) || !isExecutable(real) {
+			return "", false
+		}
+		return real, true
+	}
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false
+	}
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, strings.TrimPrefix(p, "/"), &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return "", false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+		return "", false
+	}
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return "", false
+	}
+	rel, ok := strings.CutPrefix(real, strings.TrimSuffix(root, "/")+"/")
+	if !ok {
+		return "", false
+	}
+	return "/" + rel, true
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 // dataImage is the name `make image-data` imports its image as.

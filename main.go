@@ -370,7 +370,7 @@ func execAction(c *cli.Context, rawArgs []string) error {
 		job.Timings, job.T0, job.Marks = os.Stderr, t0, marks
 	}
 	res := nsjail.Run(context.Background(), job)
-	img.annotate(res, payload.Argv)
+	img.annotate(res, payload.Argv, rootfs, append(spec.Env, payload.Env...))
 	res.Warnings = append(warnings, res.Warnings...)
 	outWarnings := outputWarnings(res.Files, c.String("output-dir"))
 	res.Warnings = append(res.Warnings, outWarnings...)

@@ -64,9 +64,9 @@ type Result struct {
 	// Image names the OCI image the run's root came from (absent on the
 	// host's /usr or a --rootfs directory).
 	Image *ImageInfo `json:"image,omitempty"`
-	// Interpreter is the python3 a Python payload ran with on an image:
-	// its path inside and its version, as a sandbox on the image found
-	// them when it was stored.
+	// Interpreter is the python3 a Python payload ran with: its path
+	// inside and its version (on an image, as a sandbox on it found them
+	// when it was stored; else the major.minor of its file name).
 	Interpreter *Interpreter `json:"interpreter,omitempty"`
 	// Version and Commit say which sbx made the Result (internal/version).
 	Version    string    `json:"version"`

@@ -798,3 +798,26 @@ func TestImagePullProgressOnTerminal(t *testing.T) {
 		}
 	})
 }
+
+// TestInterpreterOnHostRoot: a Python payload on the host's root names
+// the python3 the sandbox's PATH finds, resolved (python3 -> python3.11),
+// with the version its name says; a command payload names none.
+func TestInterpreterOnHostRoot(t *testing.T) {
+	bin, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Skipf("no python3 on the host: %v", err)
+	}
+	want := strings.TrimPrefix(filepath.Base(bin), "python")
+	forEach(t, func(t *testing.T, r runner) {
+		res := r.okResult(t, nil, "-c", "pass")
+		if res.Interpreter == nil || res.Interpreter.Path != bin || res.Interpreter.Version != want {
+			t.Errorf("interpreter %+v, want %s %s", res.Interpreter, bin, want)
+		}
+		if res.Image != nil {
+			t.Errorf("image %+v on the host's root", res.Image)
+		}
+		if res := r.okResult(t, nil, "--", "/bin/true"); res.Interpreter != nil {
+			t.Errorf("a command payload names interpreter %+v", res.Interpreter)
+		}
+	})
+}
