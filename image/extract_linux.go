@@ -19,6 +19,10 @@ type Limits struct {
 	// size a header declares counts, skipped entries' included, so a
 	// sparse or skipped entry cannot make sbx read without bound).
 	MaxBytes int64
+	// MaxEntryBytes is the largest one entry may declare itself: a sparse
+	// entry's holes would be written out as zeros, so a 10 GB sparse file
+	// is refused from its header rather than made dense.
+	MaxEntryBytes int64
 	// MaxEntries is the most tar headers, over all layers.
 	MaxEntries int
 	// MaxNameLen is the longest entry name or link target, in bytes
@@ -49,12 +53,13 @@ func (l Limits) streamCap() int64 { return l.MaxBytes + int64(l.MaxEntries)*head
 // DefaultLimits fit a data-science image (Debian with numpy, pandas,
 // scipy and matplotlib is about 50,000 entries and 600 MB) many times over.
 var DefaultLimits = Limits{
-	MaxBytes:     16 << 30,
-	MaxEntries:   500_000,
-	MaxNameLen:   4096,
-	MaxDepth:     128,
-	MaxNameBytes: 64 << 20,
-	MaxLayers:    256,
+	MaxBytes:      16 << 30,
+	MaxEntryBytes: 4 << 30,
+	MaxEntries:    500_000,
+	MaxNameLen:    4096,
+	MaxDepth:      128,
+	MaxNameBytes:  64 << 20,
+	MaxLayers:     256,
 }
 
 // Stats say what an extraction did.
@@ -164,6 +169,9 @@ func (x *Extractor) entry(hdr *tar.Header, data io.Reader) error {
 	x.st.Entries++
 	if x.st.Entries > x.lim.MaxEntries {
 		return refuse(fmt.Sprintf("more than %d entries in the image", x.lim.MaxEntries), nil)
+	}
+	if x.lim.MaxEntryBytes > 0 && hdr.Size > x.lim.MaxEntryBytes {
+		return refuse(fmt.Sprintf("size %d, more than %d for one entry", hdr.Size, x.lim.MaxEntryBytes), nil)
 	}
 	if hdr.Size < 0 || hdr.Size > x.lim.MaxBytes-x.st.Bytes {
 		return refuse(fmt.Sprintf("size %d takes the image past %d bytes", hdr.Size, x.lim.MaxBytes), nil)

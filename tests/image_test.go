@@ -350,6 +350,11 @@ func TestImagePullAndRun(t *testing.T) {
 		if !strings.Contains(p.WriteErr, "read-only file system") {
 			t.Errorf("write to /bin: %q, want read-only file system", p.WriteErr)
 		}
+		if res.Image != nil {
+			if _, err := os.Lstat(filepath.Join(home, "images", strings.TrimPrefix(res.Image.ID, "sha256:"), "rootfs/dev/sda")); !os.IsNotExist(err) {
+				t.Errorf("the image's block device was made in the store: %v", err)
+			}
+		}
 		if p.SuMode != "-r-xr-xr-x" {
 			t.Errorf("/bin/su mode %s, want the setuid bit stripped (-r-xr-xr-x)", p.SuMode)
 		}
@@ -497,16 +502,24 @@ func TestImageHostileLayerRefused(t *testing.T) {
 	dir := readableTempDir(t)
 	victim := filepath.Join(dir, "victim")
 	os.Mkdir(victim, 0o777)
-	for i, tc := range []struct {
-		ents []tarEnt
-		want string
+	// A 10 GB entry, declared by its header alone (sparse or not, its
+	// size counts): refused before a byte of it is written.
+	var sparse bytes.Buffer
+	tw := tar.NewWriter(&sparse)
+	tw.WriteHeader(&tar.Header{Name: "huge", Typeflag: tar.TypeReg, Mode: 0o644, Size: 10 << 30})
+	tw.Flush()
+	cases := []struct {
+		layer []byte
+		want  string
 	}{
-		{[]tarEnt{{name: "../../../../../.." + victim + "/dotdot", typ: tar.TypeReg, body: "x", mode: 0o644}}, `".." in name`},
-		{[]tarEnt{{name: "out", typ: tar.TypeSymlink, link: victim}, {name: "out/viasymlink", typ: tar.TypeReg, body: "x", mode: 0o644}}, "make its directory"},
-		{[]tarEnt{{name: "h", typ: tar.TypeLink, link: victim + "/../victim/x"}}, "hardlink"},
-		{[]tarEnt{{name: "a/.wh...", typ: tar.TypeReg}}, "not a name"},
-	} {
-		img := buildImage(t, nil, layerTar(t, tc.ents...))
+		{layerTar(t, tarEnt{name: "../../../../../.." + victim + "/dotdot", typ: tar.TypeReg, body: "x", mode: 0o644}), `".." in name`},
+		{layerTar(t, tarEnt{name: "out", typ: tar.TypeSymlink, link: victim}, tarEnt{name: "out/viasymlink", typ: tar.TypeReg, body: "x", mode: 0o644}), "make its directory"},
+		{layerTar(t, tarEnt{name: "h", typ: tar.TypeLink, link: victim + "/../victim/x"}), "hardlink"},
+		{layerTar(t, tarEnt{name: "a/.wh...", typ: tar.TypeReg}), "not a name"},
+		{sparse.Bytes(), "size 10737418240, more than 4294967296 for one entry"},
+	}
+	for i, tc := range cases {
+		img := buildImage(t, nil, tc.layer)
 		file := filepath.Join(dir, fmt.Sprintf("hostile%d.tar", i))
 		tag, _ := name.NewTag(fmt.Sprintf("example.org/hostile:%d", i))
 		if err := tarball.WriteToFile(file, tag, img); err != nil {
@@ -516,10 +529,10 @@ func TestImageHostileLayerRefused(t *testing.T) {
 	}
 	forEach(t, func(t *testing.T, r runner) {
 		home := storeHome(t, r)
-		for i, want := range []string{`".." in name`, "make its directory", "hardlink", "not a name"} {
+		for i, tc := range cases {
 			out := sbxIn(t, r, home, "image", "import", filepath.Join(dir, fmt.Sprintf("hostile%d.tar", i)))
-			if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, want) {
-				t.Errorf("hostile%d: exit %d, stderr %q; want 125 and %q", i, out.code, out.stderr, want)
+			if out.code != nsjail.ExitSbxFailed || !strings.Contains(out.stderr, tc.want) {
+				t.Errorf("hostile%d: exit %d, stderr %q; want 125 and %q", i, out.code, out.stderr, tc.want)
 			}
 		}
 		if got := entries(t, victim); len(got) != 0 {
