@@ -834,3 +834,44 @@ func TestInterpreterOnHostRoot(t *testing.T) {
 		}
 	})
 }
+
+// TestServeImageProfile: `sbx serve` runs a request on a profile whose
+// image is set (the image is resolved in engine.Build, as for sbx exec):
+// the code runs with the image's python3 (it imports a module only the
+// image has), and the Result names the image and that interpreter.
+func TestServeImageProfile(t *testing.T) {
+	reg := startRegistry(t)
+	img := buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin"}, hostPythonLayer(t))
+	ref, digest := reg.push(t, "t/serve-python:v1", img)
+	bin, _ := filepath.EvalSymlinks("/usr/bin/python3")
+	forEach(t, func(t *testing.T, r runner) {
+		home := storeHome(t, r)
+		if out := sbxIn(t, r, home, "image", "pull", ref); out.code != 0 {
+			t.Fatalf("image pull: exit %d: %s%s", out.code, out.stdout, out.stderr)
+		}
+		prof := filepath.Join(home, "on-image.toml")
+		if err := os.WriteFile(prof, []byte(fmt.Sprintf("extends = \"standard\"\nimage = %q\n", ref)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The server finds the store where sbxIn put it (startServe
+		// passes its environment on).
+		t.Setenv("SBX_HOME", home)
+		s := startServe(t, r, "", "--profiles", prof)
+		res, _ := s.exec(map[string]any{"code": "import sbx_image_marker; print(sbx_image_marker.WHERE)"})
+		if res.Status != nsjail.StatusOK || res.Stdout != "image\n" {
+			t.Fatalf("on the profile's image: %s %q %q %q", res.Status, res.Message, res.Stdout, res.Stderr)
+		}
+		if res.Image == nil || res.Image.Digest != digest || res.Image.Name != ref {
+			t.Errorf("Result image %+v, want %s digest %s", res.Image, ref, digest)
+		}
+		if res.Interpreter == nil || res.Interpreter.Path != bin {
+			t.Errorf("Result interpreter %+v, want the image's %s", res.Interpreter, bin)
+		}
+		// Each run's Config released the image's shared lock when it
+		// was answered: with the server still up, rm removes the tree
+		// (a lock still held would leave it, "untagged").
+		if out := sbxIn(t, r, home, "image", "rm", ref); out.code != 0 || !strings.Contains(out.stdout, "removed") {
+			t.Errorf("image rm while the server runs: exit %d: %s%s", out.code, out.stdout, out.stderr)
+		}
+	})
+}
