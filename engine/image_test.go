@@ -3,6 +3,7 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +40,40 @@ func TestRootInterpreterInRootfs(t *testing.T) {
 	}
 	if got := rootInterpreter(root, []string{"PATH=/opt"}); got != nil {
 		t.Fatalf("/opt/python3 -> the host's /etc/passwd was taken: %+v", got)
+	}
+}
+
+// TestBuildImageNotStored: Build resolves the profile's image before the
+// Spec: a bare name the store lacks is an error that says so (never
+// pulled), a tagged one whose registry cannot be reached says both, and
+// neither leaves a Config (nor a lock) behind. Close is safe without an
+// image and twice.
+func TestBuildImageNotStored(t *testing.T) {
+	t.Setenv("SBX_HOME", t.TempDir())
+	for _, tc := range []struct{ image, want, notWant string }{
+		{"never-imported", "not in the store", "pulling"},
+		{DataImage, "'make image-data' builds it", "pulling"},
+		// Port 1 on loopback: refused at once, nothing leaves the host.
+		{"127.0.0.1:1/t/x:v1", "pulling it failed", ""},
+	} {
+		c, err := Build("id1", Request{Profile: "strict", Flags: func(name string) ([]string, bool) {
+			if name == "image" {
+				return []string{tc.image}, true
+			}
+			return nil, false
+		}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.notWant != "" && strings.Contains(err.Error(), tc.notWant)) {
+			t.Errorf("image %q: err = %v, want one saying %q", tc.image, err, tc.want)
+		}
+		if c != nil {
+			t.Errorf("image %q: a Config came with the error", tc.image)
+		}
+	}
+	c, err := Build("id1", Request{Profile: "strict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Image != nil || c.ImageArgv() != nil || c.Close() != nil || c.Close() != nil {
+		t.Errorf("a Config without an image: Image %+v", c.Image)
 	}
 }
