@@ -22,7 +22,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 DOCDIR  ?= build/docs
 
-.PHONY: all sbx deps precompiled test unit integration test-python race-integration vet bench vmtest clean docs install
+.PHONY: all sbx deps precompiled test unit integration test-python race-integration vet bench vmtest clean docs install image-data
 
 all: sbx
 
@@ -154,6 +154,27 @@ install: sbx docs
 	install -D -m 0644 $(DOCDIR)/sbx.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sbx
 	install -D -m 0644 $(DOCDIR)/_sbx $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sbx
 	install -D -m 0644 $(DOCDIR)/sbx.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sbx.fish
+
+# image-data: a data-science image built from Debian's own packages: a
+# minimal bookworm with python3, numpy, pandas, matplotlib and scipy, by
+# mmdebstrap (mode auto: unshare, so rootless, unless make runs as root),
+# wrapped as an OCI archive (internal/mkoci) and imported into the store
+# as sbx-data (examples/data-image.toml runs on it). It downloads from
+# DATA_MIRROR: CI runs it as a separate, slower step (.ci/image-data).
+DATA_SUITE  ?= bookworm
+DATA_MIRROR ?= http://deb.debian.org/debian
+DATA_PKGS   ?= python3,python3-numpy,python3-pandas,python3-matplotlib,python3-scipy,fonts-dejavu-core,ca-certificates
+DATA_OUT    ?= build/sbx-data.oci.tar
+image-data: sbx
+	@command -v mmdebstrap >/dev/null || { echo "make image-data: needs mmdebstrap (apt-get install mmdebstrap uidmap)" >&2; exit 1; }
+	mkdir -p build
+	mmdebstrap --variant=apt --include=$(DATA_PKGS) \
+		--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+		--customize-hook='rm -rf "$$1"/var/cache/apt/* "$$1"/var/lib/apt/lists/*' \
+		--format=tar $(DATA_SUITE) build/sbx-data-rootfs.tar $(DATA_MIRROR)
+	$(GO) run ./internal/mkoci -name sbx-data:$(DATA_SUITE) -env PATH=/usr/local/bin:/usr/bin:/bin -env LANG=C.UTF-8 build/sbx-data-rootfs.tar $(DATA_OUT)
+	rm -f build/sbx-data-rootfs.tar
+	./$(OUT) image import --name sbx-data $(DATA_OUT)
 
 clean:
 	rm -rf sbx build

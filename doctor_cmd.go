@@ -46,6 +46,7 @@ func doctorCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the report as one JSON object"},
 			&cli.BoolFlag{Name: "self-test", Usage: "run sbx's escape attempts on this host and say which are blocked"},
+			&cli.StringFlag{Name: "image", Usage: "run the trial sandbox on OCI image `NAME|REF` and check its python3 and data stack"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool("self-test") {
@@ -60,7 +61,7 @@ func doctorCommand() *cli.Command {
 				}
 				return nil
 			}
-			rep := runDoctor()
+			rep := runDoctor(c.String("image"))
 			if c.Bool("json") {
 				printJSON(rep)
 			} else {
@@ -93,7 +94,7 @@ type trialPython struct {
 	Modules map[string]bool `json:"modules"`
 }
 
-func runDoctor() *doctorReport {
+func runDoctor(img string) *doctorReport {
 	out := &doctorReport{Version: version.Version(), Commit: version.Commit()}
 	mode, ctrls, cgErr := cgroup.Probe()
 	out.Cgroup.Mode, out.Cgroup.Controllers = string(mode), ctrls
@@ -109,8 +110,8 @@ func runDoctor() *doctorReport {
 		{Name: "seccomp", Run: seccompCheck},
 		{Name: "pidfd", Run: doctor.Pidfd},
 		{Name: "Landlock", Run: func() doctor.Check { return doctor.Landlock(nsjail.LandlockABI()) }},
-		{Name: "trial sandbox", Run: func() doctor.Check { c, py := trialSandbox(); out.Python = py; return c }},
-		{Name: "rootfs python3", Run: func() doctor.Check { return pythonCheck(out.Python) }},
+		{Name: "trial sandbox", Run: func() doctor.Check { c, py := trialSandbox(img); out.Python = py; return c }},
+		{Name: pythonCheckName(img), Run: func() doctor.Check { return pythonCheck(out.Python) }},
 	}
 	out.Report = doctor.Run(probes)
 	return out
@@ -149,13 +150,31 @@ for m in ("numpy", "pandas", "matplotlib"):
         mods[m] = False
 print(json.dumps({"version": sys.version.split()[0], "modules": mods}))`
 
-// trialSandbox builds a real sandbox with the default profile and runs the
-// trial script in it.
-func trialSandbox() (doctor.Check, *trialPython) {
-	cfg, err := engine.Build(newRunID(), engine.Request{Profile: profiles.DefaultName})
+func pythonCheckName(img string) string {
+	if img != "" {
+		return "image python3"
+	}
+	return "rootfs python3"
+}
+
+// trialSandbox builds a real sandbox with the default profile (on image
+// img if given: set before engine.FromProfile plans the Spec, which
+// resolves it) and runs the trial script in it.
+func trialSandbox(img string) (doctor.Check, *trialPython) {
+	prof, err := profiles.Load(profiles.DefaultName)
 	if err != nil {
 		return doctor.Check{Status: doctor.Fail, Detail: err.Error()}, nil
 	}
+	prof.Image = img
+	cfg, err := engine.FromProfile(newRunID(), prof, nil, "")
+	if err != nil {
+		c := doctor.Check{Status: doctor.Fail, Detail: err.Error()}
+		if img != "" {
+			c.Fix = "sbx image ls; sbx image pull or import it"
+		}
+		return c, nil
+	}
+	defer cfg.Close()
 	cfg.Host.Output, cfg.Host.Wall = 1<<20, 60*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -246,6 +265,7 @@ func runAttempt(a doctor.Attempt) *doctor.Outcome {
 		o.Err = err
 		return o
 	}
+	defer cfg.Close()
 	cfg.Host.Wall = min(cfg.Host.Wall, 20*time.Second)
 	args := append([]string{"python3", "-c", src}, a.Args...)
 	var opts engine.Options

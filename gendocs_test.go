@@ -42,13 +42,13 @@ func TestGenDocs(t *testing.T) {
 		words []string
 		want  string
 	}{
-		{[]string{"sbx", ""}, "doctor exec profile serve version"},
+		{[]string{"sbx", ""}, "doctor exec image profile serve version"},
 		{[]string{"sbx", "pro"}, "profile"},
 		{[]string{"sbx", "profile", "s"}, "show"},
 		{[]string{"sbx", "exec", "--ov"}, "--overwrite-output"},
 		{[]string{"sbx", "exec", "--json", "--ro"}, "--ro-bind --rootfs"},
 		{[]string{"sbx", "exec", "--profile", "st"}, "standard strict"},
-		{[]string{"sbx", "doctor", "--"}, "--help --json --self-test"},
+		{[]string{"sbx", "doctor", "--"}, "--help --image --json --self-test"},
 	} {
 		script := ". " + filepath.Join(dir, "sbx.bash") + "; COMP_WORDS=(" + quoteWords(tc.words) + "); COMP_CWORD=" +
 			fmt.Sprint(len(tc.words)-1) + "; _sbx; printf '%s\\n' \"${COMPREPLY[@]}\" | sort | tr '\\n' ' '"

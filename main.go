@@ -188,6 +188,7 @@ func newAppWith(args []string, d deps) *cli.App {
 		profileCommand(d.seccompRules),
 		doctorCommand(),
 		serveCommand(),
+		imageCommand(),
 		versionCommand(),
 	}
 	if genDocsCommand != nil {
@@ -283,15 +284,21 @@ func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 		}
 		defer log.Close()
 	}
+	bar := newProgressBar(c.String("image"), asJSON || jsonRequested(rawArgs))
 	cfg, err := engine.Build(id, engine.Request{
 		Profile:     c.String("profile"),
 		Flags:       flagValues(c),
 		Resolve:     c.StringSlice("resolve"),
 		ResolveFlag: "--resolve",
+		// An image pulled on first use draws its bar on a terminal,
+		// never under --json.
+		PullProgress: bar.progress(),
 	})
+	bar.done()
 	if err != nil {
 		return fail(err)
 	}
+	defer cfg.Close()
 	prof := cfg.Profile
 	var warnings []string
 	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {
@@ -310,7 +317,7 @@ func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 	if rootfs == "" {
 		rootfs = "/"
 	}
-	sc := &script{dir: dir, inputs: inputs, maxBytes: int64(prof.Limits.WorkspaceSize), rootfs: rootfs}
+	sc := &script{dir: dir, inputs: inputs, maxBytes: int64(prof.Limits.WorkspaceSize), rootfs: rootfs, imageArgv: cfg.ImageArgv()}
 	payload, err = payloadFromArgs(c, rawArgs, sc)
 	if sc.tmp != "" {
 		defer os.Remove(sc.tmp)
@@ -427,6 +434,10 @@ func payloadFromArgs(c *cli.Context, rawArgs []string, sc *script) (nsjail.Paylo
 	switch {
 	case c.IsSet("c"):
 		p.Argv = append([]string{"python3", "-c", c.String("c")}, args...)
+	case len(args) == 0 && len(sc.imageArgv) > 0:
+		// Only `sbx exec --image X` with nothing to run uses the
+		// image's Entrypoint and Cmd.
+		p.Argv = sc.imageArgv
 	case len(args) == 0:
 		return p, errors.New("nothing to run: give FILE.py, -c CODE, or -- CMD (see 'sbx exec --help')")
 	case afterDoubleDash(rawArgs, len(args)):

@@ -28,6 +28,9 @@ type script struct {
 	inputs   []nsjail.File
 	maxBytes int64
 	rootfs   string
+	// imageArgv is the image's Entrypoint and Cmd, run when nothing
+	// else is given.
+	imageArgv []string
 	// Out: the script was sbx's own stdin (the payload's is empty then);
 	// tmp is the host copy of a piped script, to remove after the run.
 	usedStdin bool

@@ -22,14 +22,17 @@ import (
 type Entry struct {
 	// ID is the Result's id, under the Result's name (it was run_id
 	// before issue 19, point 5).
-	ID            string    `json:"id"`
-	Version       string    `json:"version"`
-	Commit        string    `json:"commit"`
-	StartedAt     time.Time `json:"started_at"`
-	FinishedAt    time.Time `json:"finished_at"`
-	InvokingUID   int       `json:"invoking_uid"`
-	Profile       string    `json:"profile"`
-	ProfileSHA256 string    `json:"profile_sha256"`
+	ID          string    `json:"id"`
+	Version     string    `json:"version"`
+	Commit      string    `json:"commit"`
+	StartedAt   time.Time `json:"started_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+	InvokingUID int       `json:"invoking_uid"`
+	Profile     string    `json:"profile"`
+	// Image is the Result's: the OCI image the root came from.
+	Image         *spec.ImageInfo   `json:"image,omitempty"`
+	Interpreter   *spec.Interpreter `json:"interpreter,omitempty"`
+	ProfileSHA256 string            `json:"profile_sha256"`
 	// CodeSHA256 hashes what was run: the script's bytes, the -c code,
 	// or the command line of `-- CMD ARGS`.
 	CodeSHA256 string            `json:"code_sha256"`
@@ -134,7 +137,7 @@ func (l *Log) Close() error { return l.f.Close() }
 func FromResult(res *spec.Result, withOutput bool) *Entry {
 	e := &Entry{
 		ID: res.ID, Version: res.Version, Commit: res.Commit, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, InvokingUID: os.Getuid(),
-		Profile: res.Profile, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
+		Profile: res.Profile, Image: res.Image, Interpreter: res.Interpreter, Inputs: res.Inputs, Usage: res.Usage, Status: res.Status,
 		ExitCode: res.ExitCode, Signal: res.Signal, Message: res.Message, Files: res.Files,
 		Network: res.Network, Denials: res.SeccompDenials,
 		NetworkTruncated: res.NetworkTruncated, NetworkSummary: res.NetworkSummary,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/doctor"
+	"github.com/sbx-sandbox/sbx/image"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 	"github.com/sbx-sandbox/sbx/seccomp"
@@ -38,6 +39,9 @@ type Request struct {
 	Resolve []string
 	// ResolveFlag names Resolve in errors ("--resolve").
 	ResolveFlag string
+	// PullProgress is told how a pull of the profile's image on first use
+	// goes (sbx exec's progress bar); nil pulls quietly.
+	PullProgress image.Progress
 }
 
 // Config is the effective configuration of one run, built once by Build:
@@ -60,6 +64,10 @@ type Config struct {
 	Require []string `json:"require"`
 	// Warnings are what Build lowered or found, for the Result.
 	Warnings []string `json:"warnings,omitempty"`
+	// Image is the OCI image the root comes from (the profile's image);
+	// nil on the host's /usr or a rootfs directory. It holds the store's
+	// lock on the image until Close.
+	Image *Image `json:"image,omitempty"`
 }
 
 // HostLimits are the limits the supervisor and the cgroup enforce.
@@ -108,22 +116,41 @@ func Build(id string, req Request) (*Config, error) {
 			return nil, err
 		}
 	}
-	return FromProfile(id, prof, req.Resolve, req.ResolveFlag)
+	return fromProfile(id, prof, req.Resolve, req.ResolveFlag, req.PullProgress)
 }
 
 // FromProfile is Build for a profile already loaded and overridden (the
-// self-test changes a built-in's network before it runs).
+// self-test changes a built-in's network before it runs; doctor --image
+// sets its image). An image not stored is pulled quietly.
 func FromProfile(id string, prof *profiles.Profile, resolve []string, resolveFlag string) (*Config, error) {
+	return fromProfile(id, prof, resolve, resolveFlag, nil)
+}
+
+// fromProfile is FromProfile, telling progress how a pull goes. A Config
+// it returns must be Closed (it may hold an image's lock); on an error it
+// holds nothing.
+func fromProfile(id string, prof *profiles.Profile, resolve []string, resolveFlag string, progress image.Progress) (cfg *Config, err error) {
 	warnings := ClampToHost(prof)
 	if err := CheckRequired(prof); err != nil {
 		return nil, err
 	}
+	// The image is resolved before the Spec is planned: its tree becomes
+	// the profile's rootfs, its Env the profile's ImageEnv.
+	img, err := useImage(prof, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && img != nil {
+			img.lock.Close()
+		}
+	}()
 	spec, err := prof.Spec(id, nil)
 	if err != nil {
 		return nil, err
 	}
 	pj, _ := json.Marshal(prof)
-	cfg := &Config{
+	cfg = &Config{
 		ID:            id,
 		Profile:       prof,
 		ProfileSHA256: sha256Hex(pj),
@@ -135,6 +162,7 @@ func FromProfile(id string, prof *profiles.Profile, resolve []string, resolveFla
 		},
 		Require:  append([]string{}, prof.Require...),
 		Warnings: warnings,
+		Image:    img,
 	}
 	if resolveFlag == "" {
 		resolveFlag = "resolve"

@@ -61,8 +61,8 @@ func (cfg *Config) Job(p nsjail.Payload, o Options) *nsjail.Job {
 // Run runs payload p under cfg and returns its Result: the egress proxy
 // when the network is on (its attempts, summary and warnings go into the
 // Result here, not in the callers), the sandbox, and cfg's warnings
-// before the run's own. It always returns a Result; a failure of sbx is
-// StatusSetupError.
+// before the run's own, and the image and interpreter it ran on. It
+// always returns a Result; a failure of sbx is StatusSetupError.
 func Run(ctx context.Context, cfg *Config, p nsjail.Payload, o Options) *nsjail.Result {
 	job := cfg.Job(p, o)
 	var proxy *netproxy.Proxy
@@ -80,6 +80,7 @@ func Run(ctx context.Context, cfg *Config, p nsjail.Payload, o Options) *nsjail.
 		res = runStarted(ctx, job, o.Start)
 	}
 	res.Warnings = append(append([]string{}, cfg.Warnings...), res.Warnings...)
+	annotate(res, cfg, p)
 	if proxy != nil {
 		addProxyReport(res, proxy)
 	}

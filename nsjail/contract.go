@@ -7,25 +7,27 @@ import "github.com/sbx-sandbox/sbx/nsjail/spec"
 // keep every caller of nsjail.Spec, nsjail.Result and the rest compiling
 // as it was.
 type (
-	Spec       = spec.Spec
-	Rlimit     = spec.Rlimit
-	Payload    = spec.Payload
-	File       = spec.File
-	OutputSpec = spec.OutputSpec
-	Truncation = spec.Truncation
-	FileEntry  = spec.FileEntry
-	Result     = spec.Result
-	Status     = spec.Status
-	Usage      = spec.Usage
-	Denial     = spec.Denial
-	InputEntry = spec.InputEntry
-	LimitInfo  = spec.LimitInfo
-	Layer      = spec.Layer
-	LayerState = spec.LayerState
-	Attempt    = spec.Attempt
-	Summary    = spec.Summary
-	Forward    = spec.Forward
-	Evidence   = spec.Evidence
+	Spec        = spec.Spec
+	Rlimit      = spec.Rlimit
+	Payload     = spec.Payload
+	File        = spec.File
+	OutputSpec  = spec.OutputSpec
+	Truncation  = spec.Truncation
+	FileEntry   = spec.FileEntry
+	Result      = spec.Result
+	ImageInfo   = spec.ImageInfo
+	Interpreter = spec.Interpreter
+	Status      = spec.Status
+	Usage       = spec.Usage
+	Denial      = spec.Denial
+	InputEntry  = spec.InputEntry
+	LimitInfo   = spec.LimitInfo
+	Layer       = spec.Layer
+	LayerState  = spec.LayerState
+	Attempt     = spec.Attempt
+	Summary     = spec.Summary
+	Forward     = spec.Forward
+	Evidence    = spec.Evidence
 )
 
 const (

@@ -44,6 +44,7 @@ var Flags = []Flag{
 	{"sigpending", "limits.sigpending", "most signals queued for the sandbox's user at once: `N`", CategoryLimits},
 	{"msgqueue", "limits.msgqueue", "bytes of POSIX message queues the sandbox's user may hold: `SIZE`", CategoryLimits},
 	{"ro-bind", "filesystem.ro_binds", "bind host path `SRC[:DEST]` read-only at DEST (default: the same path); comma list, repeatable; replaces the profile's list", CategoryNetwork},
+	{"image", "image", "run on OCI image `NAME|REF` as the read-only root: a name or id from 'sbx image ls', or a registry reference pulled on first use", CategoryNetwork},
 	{"rootfs", "filesystem.rootfs", "use directory `DIR` as the read-only root instead of the host's /usr", CategoryNetwork},
 	{"net", "network.mode", "`MODE`: none (loopback only) or allow (only the --allow-host hosts)", CategoryNetwork},
 	{"allow-host", "network.allow", "a `HOST[:PORT]` the sandbox may reach (*.example.com: any name below); comma list, repeatable; replaces the profile's list and implies --net allow", CategoryNetwork},

@@ -80,6 +80,7 @@ var fields = []field{
 	{key: "extends", kind: kindString, ptr: func(p *Profile) any { return &p.Extends }},
 	{key: "require", kind: kindList, ptr: func(p *Profile) any { return &p.Require }, enum: Layers},
 	{key: "preload", kind: kindList, ptr: func(p *Profile) any { return &p.Preload }, check: checkPreload},
+	{key: "image", kind: kindString, ptr: func(p *Profile) any { return &p.Image }, check: checkImage},
 	{key: "limits.memory", kind: kindSize, ptr: func(p *Profile) any { return &p.Limits.Memory }, min: 1 << 20},
 	{key: "limits.pids", kind: kindInt, ptr: func(p *Profile) any { return &p.Limits.Pids }, min: 1, max: maxPids, hasMax: true},
 	{key: "limits.cpus", kind: kindFloat, ptr: func(p *Profile) any { return &p.Limits.CPUs }, check: checkCPUs},

@@ -39,7 +39,13 @@ type Profile struct {
 	// serve) imports before its payload arrives, e.g. ["numpy",
 	// "pandas"]: dotted names, imported in order. A cold run (sbx exec)
 	// imports nothing ahead.
-	Preload    []string   `toml:"preload"`
+	Preload []string `toml:"preload"`
+	// Image names an OCI image in sbx's store (`sbx image ls`: a name
+	// such as "python:3.11-slim", or an id), or a registry reference that
+	// is pulled on first use. Its unpacked tree becomes the read-only
+	// root (instead of the host's /usr; not with filesystem.rootfs) and
+	// its Env is applied under sbx's base environment. Empty means none.
+	Image      string     `toml:"image"`
 	Limits     Limits     `toml:"limits"`
 	Filesystem Filesystem `toml:"filesystem"`
 	Network    Network    `toml:"network"`
@@ -50,6 +56,10 @@ type Profile struct {
 	// HOME, LANG, TMPDIR, ...); nothing comes from the host. --env flags
 	// win over it.
 	Env map[string]string `toml:"env"`
+
+	// ImageEnv is the image's Env, filled in when the image is resolved
+	// (never from a file): it goes over BaseEnv and under Env.
+	ImageEnv []string `toml:"-" json:"-"`
 
 	// origins says who set each key that is not at its default; see
 	// Origin. Keys of Env are "env.NAME".

@@ -737,6 +737,33 @@ func TestSpec(t *testing.T) {
 	}
 }
 
+// TestSpecImageEnv: an image's Env goes over sbx's base and under the
+// profile's env and the flags, without the variables sbx owns.
+func TestSpecImageEnv(t *testing.T) {
+	p, _ := Load("standard")
+	p.ImageEnv = []string{"PATH=/opt/bin:/usr/bin", "HOME=/root", "TMPDIR=/var/tmp", "HTTP_PROXY=http://corp:3128",
+		"https_proxy=http://corp:3128", "LANG=de_DE.UTF-8", "PYTHONPATH=/app", "IMG=1", "notkv", "=x"}
+	p.Env = map[string]string{"IMG": "profile"}
+	s, err := p.Spec("id1", []string{"PYTHONPATH=/flag"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range s.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := got[k]; dup {
+			t.Errorf("%s twice in %v", k, s.Env)
+		}
+		got[k] = v
+	}
+	for k, want := range map[string]string{"PATH": "/opt/bin:/usr/bin", "HOME": "/workspace", "TMPDIR": "/tmp",
+		"LANG": "de_DE.UTF-8", "PYTHONPATH": "/flag", "IMG": "profile", "HTTP_PROXY": "", "https_proxy": "", "notkv": "", "": ""} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q (env %v)", k, got[k], want, s.Env)
+		}
+	}
+}
+
 func TestMergeEnv(t *testing.T) {
 	got := mergeEnv([]string{"A=1", "B=2"}, map[string]string{"B": "p", "C": "p"}, []string{"C=f", "D=f"})
 	want := "A=1 B=p C=f D=f"

@@ -53,7 +53,8 @@ func (p *Profile) Spec(id string, extraEnv []string) (spec.Spec, error) {
 	if err != nil {
 		return spec.Spec{}, err
 	}
-	env := mergeEnv(BaseEnv(fs.Workspace), p.Env, extraEnv)
+	env := mergeEnv(BaseEnv(fs.Workspace), nil, imageEnv(p.ImageEnv))
+	env = mergeEnv(env, p.Env, extraEnv)
 	return spec.Spec{
 		Version:   spec.SpecVersion,
 		ID:        id,
@@ -91,6 +92,31 @@ func (p *Profile) Spec(id string, extraEnv []string) (spec.Spec, error) {
 // (spec.Spec.Warm): python3, with the profile's preload imported.
 func (p *Profile) Warm() *spec.Warm {
 	return &spec.Warm{Interpreter: "python3", Preload: append([]string(nil), p.Preload...)}
+}
+
+// imageOwned are the variables an image's Env may not set: the sandbox's
+// HOME is its workspace and its TMPDIR is /tmp, whatever the image was
+// built with, and the proxy variables are sbx's egress proxy's when the
+// network is allowed (an image built behind a corporate proxy names one
+// the sandbox cannot reach; nsjail's withProxyEnv keeps what the profile
+// set, so the image's must not get that far).
+var imageOwned = map[string]bool{
+	"HOME": true, "TMPDIR": true,
+	"HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true, "NO_PROXY": true,
+	"http_proxy": true, "https_proxy": true, "all_proxy": true, "no_proxy": true,
+}
+
+// imageEnv is the image's Env without the variables sbx owns, and without
+// entries that are not KEY=VALUE.
+func imageEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if ok && k != "" && !imageOwned[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // mergeEnv applies KEY=VALUE layers in order, later ones winning, keeping

@@ -105,6 +105,20 @@ func isCleanAbs(s string) bool {
 	return path.IsAbs(s) && path.Clean(s) == s
 }
 
+// checkImage refuses an image with a rootfs (two roots) and names that
+// cannot be a store name or a reference.
+func checkImage(p *Profile) string {
+	switch {
+	case p.Image == "":
+		return ""
+	case p.Filesystem.Rootfs != "":
+		return "not with filesystem.rootfs (" + p.Filesystem.Rootfs + "): the image is the root"
+	case len(p.Image) > 512 || strings.ContainsAny(p.Image, " \t\n\x00"):
+		return "not an image name or reference"
+	}
+	return ""
+}
+
 func checkRootfs(p *Profile) string {
 	if r := p.Filesystem.Rootfs; r != "" && !isCleanAbs(r) {
 		return "must be a clean absolute path (or empty for the host's /usr)"

@@ -113,6 +113,10 @@ type Options struct {
 // /usr itself and the directories or merged-usr symlinks beside it.
 var hostTop = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 
+// HostTop is hostTop, for what must know which host paths a host-derived
+// root shows (the interpreter the Result names).
+func HostTop() []string { return append([]string(nil), hostTop...) }
+
 // synthesized are the top-level names the plan always provides itself;
 // they are never taken from a directory rootfs.
 var synthesized = map[string]bool{

@@ -92,6 +92,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	// The profile's image (if it has one) stays locked in the store
+	// until the run is answered.
+	defer cfg.Close()
 	dir, err := os.MkdirTemp("", "sbx-serve-")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())

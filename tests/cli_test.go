@@ -391,6 +391,7 @@ var resultSchema = map[string]string{
 	"inputs": "list", "files": "list", "files_truncated": "bool", "files_truncated_reason": "string?",
 	"network": "list", "network_truncated": "bool", "network_summary": "object|null",
 	"seccomp_denials": "list|null", "warnings": "list?",
+	"image": "object?", "interpreter": "object?",
 }
 
 func jsonType(v any) string {

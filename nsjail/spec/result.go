@@ -33,10 +33,33 @@ const (
 	ExitKilled     = 137 // memory or another limit
 )
 
+// ImageInfo names an image of sbx's store: the name it was asked for,
+// its id (the config's digest: one id is one tree) and its manifest's
+// digest (what a registry reference @sha256:... names).
+type ImageInfo struct {
+	Name   string `json:"name"`
+	ID     string `json:"id"`
+	Digest string `json:"digest"`
+}
+
+// Interpreter names a python3: its path inside the sandbox's root, and
+// its version ("3.11.2").
+type Interpreter struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+}
+
 // Result is the one JSON object `sbx exec --json` prints.
 type Result struct {
 	ID      string `json:"id"`
 	Profile string `json:"profile"`
+	// Image names the OCI image the run's root came from (absent on the
+	// host's /usr or a --rootfs directory).
+	Image *ImageInfo `json:"image,omitempty"`
+	// Interpreter is the python3 a Python payload ran with: its path
+	// inside and its version (on an image, as a sandbox on it found them
+	// when it was stored; else the major.minor of its file name).
+	Interpreter *Interpreter `json:"interpreter,omitempty"`
 	// Version and Commit say which sbx made the Result (internal/version).
 	Version    string    `json:"version"`
 	Commit     string    `json:"commit"`

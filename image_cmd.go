@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/engine"
+	"github.com/sbx-sandbox/sbx/image"
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+func imageCommand() *cli.Command {
+	noArgs := func(c *cli.Context, n int, what string) error {
+		if c.NArg() != n {
+			return usageError(c, fmt.Errorf("want %s, got %d arguments", what, c.NArg()), false)
+		}
+		return nil
+	}
+	return &cli.Command{
+		Name:  "image",
+		Usage: "pull, import, list and remove the OCI images a run may use as its root",
+		Description: "Images live unpacked, once per image, in a content-addressed store: /var/lib/sbx\n" +
+			"as root, $XDG_DATA_HOME/sbx (~/.local/share/sbx) otherwise, SBX_HOME if set.\n" +
+			"Run on one with 'sbx exec --image NAME task.py' or image = \"NAME\" in a profile.",
+		OnUsageError: usageError,
+		Subcommands: []*cli.Command{
+			{
+				Name: "pull", Usage: "fetch an image from its registry (docker config credentials)", ArgsUsage: "REF",
+				OnUsageError: usageError,
+				Action: func(c *cli.Context) error {
+					if err := noArgs(c, 1, "one REF such as python:3.11-slim"); err != nil {
+						return err
+					}
+					s, err := openStore()
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					m, err := pull(s, c.Args().First(), false)
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					fmt.Printf("%s %s\n", m.Names[0], m.Digest)
+					return nil
+				},
+			},
+			{
+				Name: "import", Usage: "add an image from a docker save tarball, an OCI archive or an OCI layout directory", ArgsUsage: "FILE",
+				Flags:        []cli.Flag{&cli.StringFlag{Name: "name", Usage: "store it as `NAME` (default: the archive's own tag, else the file's name)"}},
+				OnUsageError: usageError,
+				Action: func(c *cli.Context) error {
+					if err := noArgs(c, 1, "one FILE"); err != nil {
+						return err
+					}
+					s, err := openStore()
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					m, err := s.Import(c.Args().First(), c.String("name"))
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					engine.ProbePython(s, m)
+					fmt.Printf("%s %s\n", m.Names[0], m.Digest)
+					return nil
+				},
+			},
+			{
+				Name: "ls", Usage: "list the images in the store",
+				Flags:        []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
+				OnUsageError: usageError,
+				Action: func(c *cli.Context) error {
+					if err := noArgs(c, 0, "no arguments"); err != nil {
+						return err
+					}
+					s, err := openStore()
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					list, err := s.List()
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					if c.Bool("json") {
+						if list == nil {
+							list = []*image.Meta{}
+						}
+						return printIndented(list)
+					}
+					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "NAME\tID\tSIZE\tUNPACKED")
+					for _, m := range list {
+						names := m.Names
+						if len(names) == 0 {
+							names = []string{"<none>"}
+						}
+						for _, n := range names {
+							fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", familiar(n), shortID(m.ID), humanBytes(m.Stats.Bytes), m.Unpacked.Format(time.RFC3339))
+						}
+					}
+					return tw.Flush()
+				},
+			},
+			{
+				Name: "inspect", Usage: "print what the store knows of an image, as JSON", ArgsUsage: "NAME",
+				OnUsageError: usageError,
+				Action: func(c *cli.Context) error {
+					if err := noArgs(c, 1, "one NAME"); err != nil {
+						return err
+					}
+					s, err := openStore()
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					m, err := s.Inspect(c.Args().First())
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					return printIndented(m)
+				},
+			},
+			{
+				Name: "rm", Usage: "remove an image's name (and its tree, once no name and no run has it)", ArgsUsage: "NAME...",
+				OnUsageError: usageError,
+				Action: func(c *cli.Context) error {
+					if c.NArg() == 0 {
+						return usageError(c, errors.New("want one NAME or more"), false)
+					}
+					s, err := openStore()
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					var errs []error
+					for _, n := range c.Args().Slice() {
+						id, gone, err := s.Remove(n)
+						switch {
+						case err != nil:
+							errs = append(errs, err)
+						case gone:
+							fmt.Printf("removed %s (%s)\n", n, shortID(id))
+						default:
+							fmt.Printf("untagged %s (%s: another name or a running sandbox still has it)\n", n, shortID(id))
+						}
+					}
+					if err := errors.Join(errs...); err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					return nil
+				},
+			},
+			{
+				Name: "prune", Usage: "remove the images no name refers to, and leftovers of interrupted pulls",
+				OnUsageError: usageError,
+				Action: func(c *cli.Context) error {
+					if err := noArgs(c, 0, "no arguments"); err != nil {
+						return err
+					}
+					s, err := openStore()
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					removed, err := s.Prune()
+					for _, r := range removed {
+						fmt.Println("removed " + r)
+					}
+					if err != nil {
+						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+					}
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func openStore() (*image.Store, error) { return engine.OpenStore() }
+
+func printIndented(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(append(b, '\n'))
+	return err
+}
+
+// familiar is a stored name as docker prints it: python:3.11, not
+// index.docker.io/library/python:3.11 (lookups accept either).
+func familiar(n string) string {
+	if r, ok := strings.CutPrefix(n, "index.docker.io/library/"); ok {
+		return r
+	}
+	if r, ok := strings.CutPrefix(n, "index.docker.io/"); ok {
+		return r
+	}
+	return n
+}
+
+func shortID(id string) string {
+	h := strings.TrimPrefix(id, "sha256:")
+	if len(h) > 12 {
+		h = h[:12]
+	}
+	return h
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fK", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// pull fetches ref, with a progress bar when stderr is a terminal and
+// quiet is not set. SIGINT cancels it; what was half-unpacked stays in
+// the store's tmp/, invisible, until the next pull or prune.
+func pull(s *image.Store, ref string, quiet bool) (*image.Meta, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	bar := newProgressBar(ref, quiet)
+	defer bar.done()
+	return engine.Pull(ctx, s, ref, bar.progress())
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// newProgressBar is a bar for a pull of ref when stderr is a terminal and
+// quiet is not set; else nil, which image.Store.Pull takes as quiet (pass
+// it on as progress(): a nil *progressBar in an image.Progress is not nil).
+func newProgressBar(ref string, quiet bool) *progressBar {
+	if quiet || !isTerminal(os.Stderr) {
+		return nil
+	}
+	if ref == "" {
+		ref = "the profile's image"
+	}
+	return &progressBar{ref: ref}
+}
+
+// progress is b as an image.Progress: nil (quiet) when b is nil.
+func (b *progressBar) progress() image.Progress {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+// progressBar redraws one stderr line, at most ten times a second.
+type progressBar struct {
+	ref  string
+	last time.Time
+	any  bool
+}
+
+func (b *progressBar) Update(done, total int64) {
+	if now := time.Now(); now.Sub(b.last) >= 100*time.Millisecond || done == total {
+		b.last, b.any = now, true
+		const width = 30
+		fill := 0
+		if total > 0 {
+			fill = int(min(done, total) * width / total)
+		}
+		fmt.Fprintf(os.Stderr, "\rpulling %s [%s%s] %s/%s ", b.ref, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), humanBytes(done), humanBytes(total))
+	}
+}
+
+func (b *progressBar) done() {
+	if b != nil && b.any {
+		fmt.Fprintln(os.Stderr)
+	}
+}
