@@ -205,3 +205,22 @@ while time.process_time() < end:
 	}
 	t.Logf("task clock %v", c)
 }
+
+// TestCPUTotalInitAlreadyGone: a fast payload's init can report and exit
+// before the supervisor reads "started"; starting the poll then finds no
+// /proc/<init>. That is the end of the run, not a setup error (CI saw
+// "poll the CPU time total: open /proc/N: no such file" as exit 125).
+func TestCPUTotalInitAlreadyGone(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	s := &supervisor{job: &Job{}, res: &Result{Limits: map[string]LimitInfo{}}, attached: make(chan struct{}), cpuClock: -1}
+	close(s.attached)
+	stop := make(chan struct{})
+	defer close(stop)
+	over, err := s.watchCPUTotal(cmd.Process.Pid, time.Second, stop)
+	if err != nil || over != nil {
+		t.Fatalf("watchCPUTotal of a reaped init (pid %d): %v, %v; want no poll and no error", cmd.Process.Pid, over, err)
+	}
+}
