@@ -28,6 +28,7 @@ func serveCommand() *cli.Command {
 			"   sbx serve                                     127.0.0.1:8377, no token (loopback only)\n" +
 			"   sbx serve --listen unix:/run/sbx/sbx.sock    a socket of mode 0660\n" +
 			"   sbx serve --listen 0.0.0.0:8377 --token-file /etc/sbx/tokens --audit-log /var/log/sbx.jsonl\n" +
+			"   sbx serve --pool standard=4,data=1:4         warm sandboxes: 4 of standard, 1 to 4 of data\n" +
 			"   curl -s -H \"Authorization: Bearer $T\" -d '{\"code\":\"print(1)\"}' http://127.0.0.1:8377/v1/exec\n\n" +
 			"A request: {\"code\" | \"argv\", \"profile\", \"limits\", \"env\", \"stdin\",\n" +
 			"\"files\": [{\"path\", \"content_b64\"}], \"outputs\": true, \"metadata\": {...}}. Its\n" +
@@ -36,7 +37,14 @@ func serveCommand() *cli.Command {
 			"with Retry-After. SIGTERM drains: /readyz says 503, no new runs, the runs in\n" +
 			"flight get --drain-timeout, the rest are killed and answered; exit 0.\n\n" +
 			"The token file holds one NAME:TOKEN a line (the audit line names the token);\n" +
-			"SBX_TOKEN holds one token. A TCP address that is not loopback needs a token.\n" +
+			"SBX_TOKEN holds one token. A TCP address that is not loopback needs a token.\n\n" +
+			"--pool PROFILE=N keeps N sandboxes of PROFILE fully built ahead (confined, the\n" +
+			"interpreter started, the profile's preload imported); PROFILE=N:MAX grows toward\n" +
+			"MAX while requests find none ready and shrinks back when idle. Each serves one\n" +
+			"request and is destroyed; a replacement is built within --max-concurrent. A\n" +
+			"request that finds none ready, or that a pooled sandbox cannot serve (\"outputs\",\n" +
+			"a lowered workspace size...), runs cold: it never waits for the pool. Its Result\n" +
+			"says \"pooled\": true; /v1/profiles shows each pool's target, idle, hits, misses.\n\n" +
 			"Also GET /healthz, /readyz, /v1/version, /v1/profiles. See README.md.",
 		OnUsageError:    usageError,
 		HideHelpCommand: true,
@@ -44,6 +52,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: serve.DefaultListen, Usage: "`ADDR` to serve on: HOST:PORT, or unix:/PATH (a socket of mode 0660)"},
 			&cli.StringFlag{Name: "token-file", Usage: "accept the bearer tokens in `FILE`: NAME:TOKEN lines (mode 0640 or less); else $SBX_TOKEN"},
 			&cli.StringSliceFlag{Name: "profiles", Usage: "the profiles clients may use, `NAME|FILE,...`; the first is a request's default", DefaultText: strings.Join(append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...), ",")},
+			&cli.StringSliceFlag{Name: "pool", Usage: "keep warm sandboxes ready: `PROFILE=N[:MAX],...` (N ready when idle, growing toward MAX under demand)"},
 			&cli.IntFlag{Name: "max-concurrent", Value: runtime.NumCPU(), Usage: "`N` runs at once", DefaultText: fmt.Sprintf("the CPUs sbx may use, %d here", runtime.NumCPU())},
 			&cli.IntFlag{Name: "queue", Value: -1, Usage: "`N` runs may wait for a worker; past them a request gets 429", DefaultText: "2 x --max-concurrent"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run to `FILE` (fsync'd), with request_id, token name and metadata"},
@@ -78,6 +87,11 @@ func serveAction(c *cli.Context) error {
 	if len(cfg.Profiles) == 0 {
 		cfg.Profiles = append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...)
 	}
+	pools, err := serve.ParsePools(c.StringSlice("pool"))
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Pools = pools
 	switch path, env := c.String("token-file"), os.Getenv("SBX_TOKEN"); {
 	case path != "":
 		toks, err := serve.ReadTokens(path)
@@ -112,8 +126,16 @@ func serveAction(c *cli.Context) error {
 	if len(cfg.Tokens) == 0 {
 		auth = "no token (anyone who can connect may run code)"
 	}
-	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s\n",
-		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, auth)
+	warm := "no warm pool"
+	if len(pools) > 0 {
+		var ps []string
+		for _, p := range pools {
+			ps = append(ps, fmt.Sprintf("%s=%d:%d", p.Profile, p.Min, p.Max))
+		}
+		warm = "pools " + strings.Join(ps, ",")
+	}
+	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s; %s\n",
+		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, warm, auth)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)

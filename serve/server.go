@@ -79,8 +79,13 @@ type Config struct {
 	// Audit, when set, gets one line per run.
 	Audit *audit.Log
 	// Start builds each run's sandbox (a warm pool's Claim); nil runs
-	// cold. See engine.Options.Start.
+	// cold, or pooled when Pools are set. See engine.Options.Start.
 	Start engine.Starter
+	// Pools are the warm pools (--pool), started by Serve within
+	// MaxConcurrent; PoolFeed, when set, is told of their claims, sizes
+	// and starts (the metrics; pool.go).
+	Pools    []PoolSpec
+	PoolFeed PoolFeed
 	// OnResult is called with each finished run (metrics plug in here).
 	OnResult func(Finished)
 	// Log gets the server's own messages (stderr by default).
@@ -107,6 +112,7 @@ type Server struct {
 	// kill ends the runs still going when the drain times out.
 	killCtx context.Context
 	kill    context.CancelCauseFunc
+	pools   *pools
 }
 
 // ErrDrained is the cause of the runs a drain killed.
@@ -149,6 +155,14 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), adm: newAdmission(cfg.MaxConcurrent, cfg.Queue)}
+	ps, err := newPools(cfg.Pools, cfg.Profiles, startBudget{s.adm}, cfg.PoolFeed)
+	if err != nil {
+		return nil, err
+	}
+	s.pools = ps
+	if s.cfg.Start == nil && len(cfg.Pools) > 0 {
+		s.cfg.Start = ps.starter
+	}
 	s.killCtx, s.kill = context.WithCancelCause(context.Background())
 	s.http = &http.Server{
 		Handler:           s.mux,
@@ -177,6 +191,7 @@ func (s *Server) Handle(pattern string, auth bool, h http.Handler) {
 
 // Serve serves ln until Drain; it returns nil after a drain.
 func (s *Server) Serve(ln net.Listener) error {
+	s.pools.start(s.cfg.Log)
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -191,6 +206,11 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Drain() {
 	s.draining.Store(true)
 	s.cfg.Log("draining: no new runs; %d running, %d waiting get %v", s.adm.running(), s.adm.waiting(), s.cfg.DrainTimeout)
+	// The warm sandboxes serve no one now: they go at once, leaving the
+	// CPU to the runs in flight.
+	pooled := make(chan struct{})
+	go func() { s.pools.close(); close(pooled) }()
+	defer func() { <-pooled }()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	done := s.adm.close()
@@ -250,14 +270,18 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is 503 while draining or at capacity (every worker busy and the
-// queue full): a load balancer sends the next request elsewhere.
+// readyz is 503 while draining, at capacity (every worker busy and the
+// queue full), or when a warm pool cannot build sandboxes (its latest
+// start failed and none is ready): a load balancer sends the next request
+// elsewhere.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 	case s.adm.full():
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "at capacity"})
+	case s.pools.broken() != "":
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "cannot build sandboxes", "error": s.pools.broken()})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
@@ -275,6 +299,8 @@ type profileInfo struct {
 	Limits      map[string]any `json:"limits"`
 	Network     string         `json:"network"`
 	Seccomp     string         `json:"seccomp"`
+	// Pool is the profile's warm pool (--pool), absent without one.
+	Pool *PoolInfo `json:"pool,omitempty"`
 }
 
 // profiles lists what clients may ask for, with the limits a request may
@@ -287,7 +313,7 @@ func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "profile", err.Error())
 			return
 		}
-		info := profileInfo{Name: ref, Description: p.Description, Default: i == 0, Limits: map[string]any{}, Network: p.Network.Mode, Seccomp: p.Seccomp.Policy}
+		info := profileInfo{Name: ref, Description: p.Description, Default: i == 0, Limits: map[string]any{}, Network: p.Network.Mode, Seccomp: p.Seccomp.Policy, Pool: s.pools.info(ref)}
 		for _, st := range p.Settings() {
 			if k, ok := strings.CutPrefix(st.Key, "limits."); ok {
 				info.Limits[k] = st.Value

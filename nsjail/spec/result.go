@@ -90,6 +90,9 @@ type Result struct {
 	SeccompDenials []Denial `json:"seccomp_denials"`
 	// Warnings are things that went wrong without failing the run.
 	Warnings []string `json:"warnings,omitempty"`
+	// Pooled: the run took a sandbox a warm pool had started ahead of it
+	// (sbx serve --pool); absent when it ran cold (added after warnings).
+	Pooled bool `json:"pooled,omitempty"`
 }
 
 // FillEmpty turns the nil lists and maps a step may have left (a failed
