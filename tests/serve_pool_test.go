@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,8 +242,8 @@ func TestServePoolDrain(t *testing.T) {
 			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 				// hierarchy-id:controllers:path; the sandbox's own are sbx-ID.
 				parts := strings.SplitN(l, ":", 3)
-				if len(parts) == 3 && strings.Contains(filepath.Base(parts[2]), "sbx-") {
-					cgs = append(cgs, filepath.Base(parts[2]))
+				if name := filepath.Base(parts[len(parts)-1]); len(parts) == 3 && strings.HasPrefix(name, "sbx-") && !slices.Contains(cgs, name) {
+					cgs = append(cgs, name)
 				}
 			}
 		}
