@@ -30,14 +30,6 @@ func serveCommand() *cli.Command {
 			"   sbx serve --listen 0.0.0.0:8377 --token-file /etc/sbx/tokens --audit-log /var/log/sbx.jsonl\n" +
 			"   sbx serve --pool standard=4,data=1:4         warm sandboxes: 4 of standard, 1 to 4 of data\n" +
 			"   curl -s -H \"Authorization: Bearer $T\" -d '{\"code\":\"print(1)\"}' http://127.0.0.1:8377/v1/exec\n\n" +
-			"A request: {\"code\" | \"argv\", \"profile\", \"limits\", \"env\", \"stdin\",\n" +
-			"\"files\": [{\"path\", \"content_b64\"}], \"outputs\": true, \"metadata\": {...}}. Its\n" +
-			"limits (\"memory\": \"256M\", \"wall_time\": \"5s\") may lower the profile's, never raise\n" +
-			"them (400, naming the key). Past --max-concurrent runs and --queue waiting: 429\n" +
-			"with Retry-After. SIGTERM drains: /readyz says 503, no new runs, the runs in\n" +
-			"flight get --drain-timeout, the rest are killed and answered; exit 0.\n\n" +
-			"The token file holds one NAME:TOKEN a line (the audit line names the token);\n" +
-			"SBX_TOKEN holds one token. A TCP address that is not loopback needs a token.\n\n" +
 			"--pool PROFILE=N keeps N sandboxes of PROFILE fully built ahead (confined, the\n" +
 			"interpreter started, the profile's preload imported); PROFILE=N:MAX grows toward\n" +
 			"MAX while requests find none ready and shrinks back when idle. Each serves one\n" +
@@ -45,6 +37,14 @@ func serveCommand() *cli.Command {
 			"request that finds none ready, or that a pooled sandbox cannot serve (\"outputs\",\n" +
 			"a lowered workspace size...), runs cold: it never waits for the pool. Its Result\n" +
 			"says \"pooled\": true; /v1/profiles shows each pool's target, idle, hits, misses.\n\n" +
+			"A request: {\"code\" | \"argv\", \"profile\", \"limits\", \"env\", \"stdin\",\n" +
+			"\"files\": [{\"path\", \"content_b64\"}], \"outputs\": true, \"metadata\": {...}}. Its\n" +
+			"limits (\"memory\": \"256M\", \"wall_time\": \"5s\") may lower the profile's, never raise\n" +
+			"them (400, naming the key). Past --max-concurrent runs and --queue waiting: 429\n" +
+			"with Retry-After. SIGTERM drains: /readyz says 503, no new runs, the runs in\n" +
+			"flight get --drain-timeout, the rest are killed and answered; exit 0.\n\n" +
+			"The token file holds one NAME:TOKEN a line (the audit line names the token);\n" +
+			"SBX_TOKEN holds one token. A TCP address that is not loopback needs a token.\n" +
 			"Also GET /healthz, /readyz, /v1/version, /v1/profiles. See README.md.",
 		OnUsageError:    usageError,
 		HideHelpCommand: true,
@@ -52,13 +52,13 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: serve.DefaultListen, Usage: "`ADDR` to serve on: HOST:PORT, or unix:/PATH (a socket of mode 0660)"},
 			&cli.StringFlag{Name: "token-file", Usage: "accept the bearer tokens in `FILE`: NAME:TOKEN lines (mode 0640 or less); else $SBX_TOKEN"},
 			&cli.StringSliceFlag{Name: "profiles", Usage: "the profiles clients may use, `NAME|FILE,...`; the first is a request's default", DefaultText: strings.Join(append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...), ",")},
-			&cli.StringSliceFlag{Name: "pool", Usage: "keep warm sandboxes ready: `PROFILE=N[:MAX],...` (N ready when idle, growing toward MAX under demand)"},
 			&cli.IntFlag{Name: "max-concurrent", Value: runtime.NumCPU(), Usage: "`N` runs at once", DefaultText: fmt.Sprintf("the CPUs sbx may use, %d here", runtime.NumCPU())},
 			&cli.IntFlag{Name: "queue", Value: -1, Usage: "`N` runs may wait for a worker; past them a request gets 429", DefaultText: "2 x --max-concurrent"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run to `FILE` (fsync'd), with request_id, token name and metadata"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed: `DURATION`"},
 			&cli.DurationFlag{Name: "body-timeout", Value: serve.DefaultBodyTimeout, Usage: "how long a client may take to send its request body: `DURATION` (408 past it; it holds no worker meanwhile)"},
 			&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body: `BYTES` (413 past it)", DefaultText: "33554432, 32 MiB"},
+			&cli.StringSliceFlag{Name: "pool", Usage: "keep warm sandboxes ready: `PROFILE=N[:MAX],...` (N ready when idle, growing toward MAX under demand)"},
 		},
 		Action: serveAction,
 	}
@@ -87,11 +87,6 @@ func serveAction(c *cli.Context) error {
 	if len(cfg.Profiles) == 0 {
 		cfg.Profiles = append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...)
 	}
-	pools, err := serve.ParsePools(c.StringSlice("pool"))
-	if err != nil {
-		return fail(err)
-	}
-	cfg.Pools = pools
 	switch path, env := c.String("token-file"), os.Getenv("SBX_TOKEN"); {
 	case path != "":
 		toks, err := serve.ReadTokens(path)
@@ -110,6 +105,11 @@ func serveAction(c *cli.Context) error {
 		defer log.Close()
 		cfg.Audit = log
 	}
+	pools, err := serve.ParsePools(c.StringSlice("pool"))
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Pools = pools
 	srv, err := serve.New(cfg)
 	if err != nil {
 		return fail(err)

@@ -78,14 +78,15 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Audit, when set, gets one line per run.
 	Audit *audit.Log
-	// Start builds each run's sandbox (a warm pool's Claim); nil runs
-	// cold, or pooled when Pools are set. See engine.Options.Start.
-	Start engine.Starter
 	// Pools are the warm pools (--pool), started by Serve within
-	// MaxConcurrent; PoolFeed, when set, is told of their claims, sizes
-	// and starts (the metrics; pool.go).
+	// MaxConcurrent, whose claim is Start when that is nil; PoolFeed,
+	// when set, is told of their claims, sizes and starts (the metrics;
+	// pool.go).
 	Pools    []PoolSpec
 	PoolFeed PoolFeed
+	// Start builds each run's sandbox (a warm pool's Claim); nil runs
+	// cold. See engine.Options.Start.
+	Start engine.Starter
 	// OnResult is called with each finished run (metrics plug in here).
 	OnResult func(Finished)
 	// Log gets the server's own messages (stderr by default).
@@ -107,12 +108,12 @@ type Server struct {
 	cfg      Config
 	mux      *http.ServeMux
 	adm      *admission
+	pools    *pools
 	http     *http.Server
 	draining atomic.Bool
 	// kill ends the runs still going when the drain times out.
 	killCtx context.Context
 	kill    context.CancelCauseFunc
-	pools   *pools
 }
 
 // ErrDrained is the cause of the runs a drain killed.
@@ -204,13 +205,14 @@ func (s *Server) Serve(ln net.Listener) error {
 // going are then killed (their Results say why) and answered; the
 // listener closes. It returns when every run is over and reported.
 func (s *Server) Drain() {
-	s.draining.Store(true)
-	s.cfg.Log("draining: no new runs; %d running, %d waiting get %v", s.adm.running(), s.adm.waiting(), s.cfg.DrainTimeout)
 	// The warm sandboxes serve no one now: they go at once, leaving the
-	// CPU to the runs in flight.
+	// CPU to the runs in flight (a run that claims meanwhile misses, and
+	// runs cold).
 	pooled := make(chan struct{})
 	go func() { s.pools.close(); close(pooled) }()
 	defer func() { <-pooled }()
+	s.draining.Store(true)
+	s.cfg.Log("draining: no new runs; %d running, %d waiting get %v", s.adm.running(), s.adm.waiting(), s.cfg.DrainTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	done := s.adm.close()

@@ -63,6 +63,9 @@ type Result struct {
 	// PidsLimitHit: forks were refused at the pids limit during the run,
 	// whatever ended it.
 	PidsLimitHit bool `json:"pids_limit_hit"`
+	// Pooled: the run took a sandbox a warm pool had started ahead of it
+	// (sbx serve --pool); absent when it ran cold.
+	Pooled bool `json:"pooled,omitempty"`
 	// Inputs are the files streamed into the workspace, hashed as they
 	// crossed.
 	Inputs []InputEntry `json:"inputs"`
@@ -90,9 +93,6 @@ type Result struct {
 	SeccompDenials []Denial `json:"seccomp_denials"`
 	// Warnings are things that went wrong without failing the run.
 	Warnings []string `json:"warnings,omitempty"`
-	// Pooled: the run took a sandbox a warm pool had started ahead of it
-	// (sbx serve --pool); absent when it ran cold (added after warnings).
-	Pooled bool `json:"pooled,omitempty"`
 }
 
 // FillEmpty turns the nil lists and maps a step may have left (a failed
