@@ -34,8 +34,8 @@ func serveCommand() *cli.Command {
 			"interpreter started, the profile's preload imported); PROFILE=N:MAX grows toward\n" +
 			"MAX while requests find none ready and shrinks back when idle. Each serves one\n" +
 			"request and is destroyed; a replacement is built within --max-concurrent. A\n" +
-			"request that finds none ready, or that a pooled sandbox cannot serve (\"outputs\",\n" +
-			"a lowered workspace size...), runs cold: it never waits for the pool. Its Result\n" +
+			"request that finds none ready, or that a pooled sandbox cannot serve (a lowered\n" +
+			"workspace_size, output or cpus), runs cold: it never waits for the pool. Its Result\n" +
 			"says \"pooled\": true; /v1/profiles shows each pool's target, idle, hits, misses.\n\n" +
 			"A request: {\"code\" | \"argv\", \"profile\", \"limits\", \"env\", \"stdin\",\n" +
 			"\"files\": [{\"path\", \"content_b64\"}], \"outputs\": true, \"metadata\": {...}}. Its\n" +

@@ -336,7 +336,7 @@ type PoolInfo struct {
 	Starting int `json:"starting"`
 	// Hits ran in a warm sandbox; Misses found none ready and ran cold;
 	// Unfit ran cold because the request does not fit a pooled sandbox
-	// (an output directory, a lowered workspace size...), LastUnfit says
+	// (a lowered workspace size, output cap or CPUs...), LastUnfit says
 	// why.
 	Hits      uint64 `json:"hits"`
 	Misses    uint64 `json:"misses"`

@@ -153,7 +153,8 @@ func TestServePoolLikeCold(t *testing.T) {
 
 // TestServePoolLowered: limits a pooled request lowers are applied at
 // claim, enforced and reported in the Result's limits; a request the
-// pool cannot serve (outputs) runs cold, and says so in /v1/profiles.
+// pool cannot serve (a lowered workspace size: a mount of the sandbox's)
+// runs cold, and /v1/profiles says why.
 func TestServePoolLowered(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		s := startServe(t, r, "", "--pool", "standard=1")
@@ -176,9 +177,9 @@ func TestServePoolLowered(t *testing.T) {
 			t.Errorf("memory 64M: pooled=%v %s %q limits.memory %+v", mem.Pooled, mem.Status, mem.Message, mem.Limits["memory"])
 		}
 		s.waitIdle("standard", 1)
-		out, _ := s.exec(map[string]any{"code": "open('o.txt','w').write('x')", "outputs": true})
-		if out.Pooled || out.Status != nsjail.StatusOK || len(out.Outputs) != 1 {
-			t.Errorf("outputs: pooled=%v %s %+v: want a cold run with its output", out.Pooled, out.Status, out.Outputs)
+		ws, _ := s.exec(map[string]any{"code": "import os; s = os.statvfs('.'); print(s.f_blocks * s.f_frsize)", "limits": map[string]any{"workspace_size": "16M"}})
+		if ws.Pooled || ws.Status != nsjail.StatusOK || ws.Stdout != fmt.Sprintln(16<<20) {
+			t.Errorf("workspace_size 16M: pooled=%v %s %q %q: want a cold run in a 16 MiB workspace", ws.Pooled, ws.Status, ws.Stdout, ws.Stderr)
 		}
 		if p := s.pool("standard"); p.Unfit != 1 || p.LastUnfit == "" || p.Hits != 3 {
 			t.Errorf("pool %+v: want 3 hits and 1 unfit, with why", p)
