@@ -164,7 +164,7 @@ func TestServePoolLowered(t *testing.T) {
 			"limits": map[string]any{"nofile": 32},
 		})
 		if !nf.Pooled || nf.Status != nsjail.StatusExit || nf.Stdout != "(32, 32)\n" || !strings.Contains(nf.Stderr, "Too many open files") || nf.Limits["nofile"].Value != 32 {
-			t.Errorf("nofile 32: pooled=%v %s %q %q limits.nofile %+v", nf.Pooled, nf.Status, nf.Stdout, nf.Stderr, nf.Limits["nofile"])
+			t.Errorf("nofile 32: pooled=%v %s (%s) %q %q limits.nofile %+v", nf.Pooled, nf.Status, nf.Message, nf.Stdout, nf.Stderr, nf.Limits["nofile"])
 		}
 		s.waitIdle("standard", 1)
 		wall, _ := s.exec(map[string]any{"code": "import time; time.sleep(60)", "limits": map[string]any{"wall_time": "1s"}})
@@ -276,6 +276,43 @@ func TestServePoolDrain(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(s.tmp); len(ents) > 0 {
 			t.Errorf("temp files of the server left in its TMPDIR: %v", ents)
+		}
+	})
+}
+
+// TestServePoolQuickExits: a pooled payload that ends at once is
+// reported as it ended, never as a setup error of sbx. Without a cgroup
+// (uid 65534 here) the supervisor polls the sandbox's CPU from /proc once
+// the init says "started", which a warm init says only after the
+// handoff: the init could be gone by then, and the open of /proc/PID
+// failing made the run a setup_error (2 to 13 runs in 100 on the dev
+// machine before the fix; 200 runs make a miss of it unlikely).
+func TestServePoolQuickExits(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "", "--pool", "standard=2")
+		s.waitIdle("standard", 2)
+		bad, pooled := 0, 0
+		for i := 0; i < 200; i++ {
+			// Back to back: the refill's start competes with the run, as
+			// on a busy server. Lowered rlimits make the handoff a step
+			// longer (the init prlimits them onto the interpreter).
+			res, _ := s.exec(map[string]any{"code": "[open('/dev/null') for _ in range(100)]", "limits": map[string]any{"nofile": 32}})
+			if res.Pooled {
+				pooled++
+			}
+			if res.Status != nsjail.StatusExit || res.ExitCode != 1 {
+				bad++
+				if bad <= 3 {
+					t.Errorf("run %d: pooled=%v %s exit %d: %s", i, res.Pooled, res.Status, res.ExitCode, res.Message)
+				}
+			}
+		}
+		t.Logf("%d of 200 pooled", pooled)
+		if bad > 0 {
+			t.Errorf("%d of 200 quick runs (%d pooled) misreported", bad, pooled)
+		}
+		if pooled < 40 {
+			t.Errorf("only %d of 200 back-to-back runs were pooled: the test did not test the pool", pooled)
 		}
 	})
 }
