@@ -28,7 +28,15 @@ func serveCommand() *cli.Command {
 			"   sbx serve                                     127.0.0.1:8377, no token (loopback only)\n" +
 			"   sbx serve --listen unix:/run/sbx/sbx.sock    a socket of mode 0660\n" +
 			"   sbx serve --listen 0.0.0.0:8377 --token-file /etc/sbx/tokens --audit-log /var/log/sbx.jsonl\n" +
+			"   sbx serve --pool standard=4,data=1:4         warm sandboxes: 4 of standard, 1 to 4 of data\n" +
 			"   curl -s -H \"Authorization: Bearer $T\" -d '{\"code\":\"print(1)\"}' http://127.0.0.1:8377/v1/exec\n\n" +
+			"--pool PROFILE=N keeps N sandboxes of PROFILE fully built ahead (confined, the\n" +
+			"interpreter started, the profile's preload imported); PROFILE=N:MAX grows toward\n" +
+			"MAX while requests find none ready and shrinks back when idle. Each serves one\n" +
+			"request and is destroyed; a replacement is built within --max-concurrent. A\n" +
+			"request that finds none ready, or that a pooled sandbox cannot serve (a lowered\n" +
+			"workspace_size, output or cpus), runs cold: it never waits for the pool. Its Result\n" +
+			"says \"pooled\": true; /v1/profiles shows each pool's target, idle, hits, misses.\n\n" +
 			"A request: {\"code\" | \"argv\", \"profile\", \"limits\", \"env\", \"stdin\",\n" +
 			"\"files\": [{\"path\", \"content_b64\"}], \"outputs\": true, \"metadata\": {...}}. Its\n" +
 			"limits (\"memory\": \"256M\", \"wall_time\": \"5s\") may lower the profile's, never raise\n" +
@@ -50,6 +58,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed: `DURATION`"},
 			&cli.DurationFlag{Name: "body-timeout", Value: serve.DefaultBodyTimeout, Usage: "how long a client may take to send its request body: `DURATION` (408 past it; it holds no worker meanwhile)"},
 			&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body: `BYTES` (413 past it)", DefaultText: "33554432, 32 MiB"},
+			&cli.StringSliceFlag{Name: "pool", Usage: "keep warm sandboxes ready: `PROFILE=N[:MAX],...` (N ready when idle, growing toward MAX under demand)"},
 		},
 		Action: serveAction,
 	}
@@ -96,6 +105,11 @@ func serveAction(c *cli.Context) error {
 		defer log.Close()
 		cfg.Audit = log
 	}
+	pools, err := serve.ParsePools(c.StringSlice("pool"))
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Pools = pools
 	srv, err := serve.New(cfg)
 	if err != nil {
 		return fail(err)
@@ -112,8 +126,16 @@ func serveAction(c *cli.Context) error {
 	if len(cfg.Tokens) == 0 {
 		auth = "no token (anyone who can connect may run code)"
 	}
-	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s\n",
-		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, auth)
+	warm := "no warm pool"
+	if len(pools) > 0 {
+		var ps []string
+		for _, p := range pools {
+			ps = append(ps, fmt.Sprintf("%s=%d:%d", p.Profile, p.Min, p.Max))
+		}
+		warm = "pools " + strings.Join(ps, ",")
+	}
+	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s; %s\n",
+		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, warm, auth)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)

@@ -13,9 +13,11 @@ import (
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
-// Starter builds a sandbox up to ready for a Job: nsjail.Start, or a warm
-// pool's Claim, which hands out a sandbox it started ahead of time for
-// the same Config.
+// Starter hands out a sandbox a warm pool started ahead of time for a Job
+// of the same Config (sbx serve --pool: the pool's Claim, the Job's
+// Payload.Lower set to what the request lowers), or nil and no error: no
+// sandbox is ready or fits, and the run goes cold (nsjail.Run). A Starter
+// must not wait for a sandbox to be built.
 type Starter func(ctx context.Context, job *nsjail.Job) (*nsjail.Sandbox, error)
 
 // Options are where one run's stdio goes and what the caller adds; all
@@ -87,17 +89,23 @@ func Run(ctx context.Context, cfg *Config, p nsjail.Payload, o Options) *nsjail.
 	return res
 }
 
-// runStarted is Run's path through a Starter: Start, Exec, Close.
+// runStarted is Run's path through a Starter: a sandbox it hands out is
+// Exec'd and Closed, and the Result says it was pooled; without one the
+// run is cold.
 func runStarted(ctx context.Context, job *nsjail.Job, start Starter) *nsjail.Result {
 	sb, err := start(ctx, job)
 	if err != nil {
 		return nsjail.SetupFailure(job.Spec.ID, job.Spec.Profile, err)
+	}
+	if sb == nil {
+		return nsjail.Run(ctx, job)
 	}
 	defer sb.Close()
 	res, err := sb.Exec(ctx, job.Payload, nsjail.IO{Stdin: job.Stdin, Stdout: job.Stdout, Stderr: job.Stderr, OutputDir: job.OutputDir, Timings: job.Timings})
 	if err != nil {
 		return nsjail.SetupFailure(job.Spec.ID, job.Spec.Profile, err)
 	}
+	res.Pooled = true
 	return res
 }
 

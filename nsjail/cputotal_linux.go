@@ -385,11 +385,13 @@ func (m *cpuMeter) open(dir, pid, tid int, name string, flags int) (int, error) 
 func (s *supervisor) watchCPUTotal(initPid int, limit time.Duration, stop <-chan struct{}) (<-chan time.Duration, error) {
 	<-s.attached // openCPUClock has run
 	m, err := openCPUMeter(initPid, s.cpuClock)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-		// The init already left: a fast payload (/bin/true) can run,
-		// report and end before the supervisor reads "started" from the
-		// status pipe. Its pid namespace went with it, so nothing of the
-		// payload is left to poll; the exit's own figures are the total.
+	if initGone(err) {
+		// The init ended, and was reaped, before its "started" was read:
+		// a payload that ran to its end at once (a warm sandbox sends
+		// "started" only after the handoff). With the init, the kernel
+		// killed every process of its pid namespace (pid_namespaces(7)):
+		// nothing is left to poll or to limit, and the Result's CPU comes
+		// from the rusage as always. A nil channel never fires.
 		return nil, nil
 	}
 	if err != nil {
@@ -403,10 +405,13 @@ func (s *supervisor) watchCPUTotal(initPid int, limit time.Duration, stop <-chan
 	if s.job.Spec.Warm != nil {
 		// A warm sandbox's total counts from the handoff (takeCPUBase).
 		r, err := m.read()
-		if err != nil {
-			// Read fails only once the init is gone (as above).
+		if initGone(err) {
 			m.close()
-			return nil, nil
+			return nil, nil // as above: it ended since the open
+		}
+		if err != nil {
+			m.close()
+			return nil, fmt.Errorf("poll the CPU time total: %w", err)
 		}
 		base = r.total
 	}
@@ -414,6 +419,12 @@ func (s *supervisor) watchCPUTotal(initPid int, limit time.Duration, stop <-chan
 	s.tl.mark("sbx: CPU total polled from /proc")
 	go s.pollCPUTotal(m, limit, base, stop, over)
 	return over, nil
+}
+
+// initGone: err says the init's /proc directory is gone (ENOENT at the
+// open, ESRCH reading a directory opened before it was reaped).
+func initGone(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
 }
 
 // pollCPUTotal reads the total every cpuTotalPoll until it passes limit,

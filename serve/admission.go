@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // Why admission refuses a run.
@@ -19,6 +20,9 @@ var (
 type admission struct {
 	max, queue int
 	slots      chan struct{}
+	// starts are the slots the warm pools' starts hold (startBudget):
+	// workers, but not runs.
+	starts atomic.Int64
 
 	mu       sync.Mutex
 	admitted int
@@ -83,7 +87,7 @@ func (a *admission) close() <-chan struct{} {
 	return a.idle
 }
 
-func (a *admission) running() int { return len(a.slots) }
+func (a *admission) running() int { return max(len(a.slots)-int(a.starts.Load()), 0) }
 
 func (a *admission) waiting() int {
 	a.mu.Lock()

@@ -78,6 +78,12 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Audit, when set, gets one line per run.
 	Audit *audit.Log
+	// Pools are the warm pools (--pool), started by Serve within
+	// MaxConcurrent, whose claim is Start when that is nil; PoolFeed,
+	// when set, is told of their claims, sizes and starts (the metrics;
+	// pool.go).
+	Pools    []PoolSpec
+	PoolFeed PoolFeed
 	// Start builds each run's sandbox (a warm pool's Claim); nil runs
 	// cold. See engine.Options.Start.
 	Start engine.Starter
@@ -102,6 +108,7 @@ type Server struct {
 	cfg      Config
 	mux      *http.ServeMux
 	adm      *admission
+	pools    *pools
 	http     *http.Server
 	draining atomic.Bool
 	// kill ends the runs still going when the drain times out.
@@ -149,6 +156,14 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), adm: newAdmission(cfg.MaxConcurrent, cfg.Queue)}
+	ps, err := newPools(cfg.Pools, cfg.Profiles, startBudget{s.adm}, cfg.PoolFeed)
+	if err != nil {
+		return nil, err
+	}
+	s.pools = ps
+	if s.cfg.Start == nil && len(cfg.Pools) > 0 {
+		s.cfg.Start = ps.starter
+	}
 	s.killCtx, s.kill = context.WithCancelCause(context.Background())
 	s.http = &http.Server{
 		Handler:           s.mux,
@@ -177,6 +192,7 @@ func (s *Server) Handle(pattern string, auth bool, h http.Handler) {
 
 // Serve serves ln until Drain; it returns nil after a drain.
 func (s *Server) Serve(ln net.Listener) error {
+	s.pools.start(s.cfg.Log)
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -189,6 +205,12 @@ func (s *Server) Serve(ln net.Listener) error {
 // going are then killed (their Results say why) and answered; the
 // listener closes. It returns when every run is over and reported.
 func (s *Server) Drain() {
+	// The warm sandboxes serve no one now: they go at once, leaving the
+	// CPU to the runs in flight (a run that claims meanwhile misses, and
+	// runs cold).
+	pooled := make(chan struct{})
+	go func() { s.pools.close(); close(pooled) }()
+	defer func() { <-pooled }()
 	s.draining.Store(true)
 	s.cfg.Log("draining: no new runs; %d running, %d waiting get %v", s.adm.running(), s.adm.waiting(), s.cfg.DrainTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
@@ -250,14 +272,18 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is 503 while draining or at capacity (every worker busy and the
-// queue full): a load balancer sends the next request elsewhere.
+// readyz is 503 while draining, at capacity (every worker busy and the
+// queue full), or when a warm pool cannot build sandboxes (its latest
+// start failed and none is ready): a load balancer sends the next request
+// elsewhere.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 	case s.adm.full():
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "at capacity"})
+	case s.pools.broken() != "":
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "cannot build sandboxes", "error": s.pools.broken()})
 	default:
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
@@ -275,6 +301,8 @@ type profileInfo struct {
 	Limits      map[string]any `json:"limits"`
 	Network     string         `json:"network"`
 	Seccomp     string         `json:"seccomp"`
+	// Pool is the profile's warm pool (--pool), absent without one.
+	Pool *PoolInfo `json:"pool,omitempty"`
 }
 
 // profiles lists what clients may ask for, with the limits a request may
@@ -287,7 +315,7 @@ func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "profile", err.Error())
 			return
 		}
-		info := profileInfo{Name: ref, Description: p.Description, Default: i == 0, Limits: map[string]any{}, Network: p.Network.Mode, Seccomp: p.Seccomp.Policy}
+		info := profileInfo{Name: ref, Description: p.Description, Default: i == 0, Limits: map[string]any{}, Network: p.Network.Mode, Seccomp: p.Seccomp.Policy, Pool: s.pools.info(ref)}
 		for _, st := range p.Settings() {
 			if k, ok := strings.CutPrefix(st.Key, "limits."); ok {
 				info.Limits[k] = st.Value

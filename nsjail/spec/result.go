@@ -86,6 +86,9 @@ type Result struct {
 	// PidsLimitHit: forks were refused at the pids limit during the run,
 	// whatever ended it.
 	PidsLimitHit bool `json:"pids_limit_hit"`
+	// Pooled: the run took a sandbox a warm pool had started ahead of it
+	// (sbx serve --pool); absent when it ran cold.
+	Pooled bool `json:"pooled,omitempty"`
 	// Inputs are the files streamed into the workspace, hashed as they
 	// crossed.
 	Inputs []InputEntry `json:"inputs"`
