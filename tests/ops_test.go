@@ -355,7 +355,9 @@ func TestOpsBreaker(t *testing.T) {
 		}
 		for _, path := range []string{"/v1/exec", "/v1/jobs"} {
 			resp, b := s.call("POST", path, "agent-a", map[string]any{"code": "print(1)"})
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			json.Unmarshal(b, &e)
 			if resp.StatusCode != 429 || e.Error.Code != "throttled" || resp.Header.Get("Retry-After") == "" ||
 				!strings.Contains(e.Error.Message, "killed by a limit") {
