@@ -181,6 +181,9 @@ func (s *opsServer) open(method, path, token string, body any, hdr ...string) *h
 		rd = bytes.NewReader(j)
 	}
 	req, _ := http.NewRequest(method, s.base+path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+opsTokens[token])
 	}
