@@ -83,10 +83,10 @@ VMTESTS ?= TestHello|TestIsolation|TestMemoryLimit|TestForkBombContained|TestCPU
 # race-integration: a race-built sbx (supervisor and init alike) through
 # the integration tests that drive its goroutines hardest: the timeline
 # (--debug-timings), the proxy and the DNS stub, signals, the wall timer,
-# the report, the CPU poll, the denial server. GORACE halts sbx at the first
+# the report, the CPU poll, the denial server, serve's jobs and streams. GORACE halts sbx at the first
 # race, which fails the test. Dynamic: -race does not link statically.
 RACEDIR   ?= /var/tmp/sbx-race
-RACETESTS ?= TestHello|TestDebugTimingsShowEveryStep|TestNetworkCapsAndAbuse|TestEgressWithoutProxyVariables|TestWallTimeout|TestSignalsForwarded|TestOutputHardlinks|TestCPUTimeIsTotal|TestDenialFloodDoesNotHang
+RACETESTS ?= TestHello|TestDebugTimingsShowEveryStep|TestNetworkCapsAndAbuse|TestEgressWithoutProxyVariables|TestWallTimeout|TestSignalsForwarded|TestOutputHardlinks|TestCPUTimeIsTotal|TestDenialFloodDoesNotHang|TestOpsJobs|TestOpsOpenAPI
 race-integration: deps
 	@echo "make: race-integration: a -race build of sbx through $(RACETESTS)"
 	rm -rf $(RACEDIR) && mkdir -p $(RACEDIR) && chmod 755 $(RACEDIR)

@@ -131,6 +131,21 @@ func (c *apiChecker) check(resp *http.Response, body, reqBody []byte) {
 	}
 }
 
+// mustReject is the checker's control: the answer with old replaced by
+// new (a value the document forbids) must fail validation.
+func (c *apiChecker) mustReject(resp *http.Response, body []byte, old, new string) {
+	c.t.Helper()
+	bad := bytes.Replace(body, []byte(old), []byte(new), 1)
+	if bytes.Equal(bad, body) {
+		c.t.Fatalf("control: %s is not in the answer", old)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: c.input(resp.Request, nil), Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(bad)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	if err := openapi3filter.ValidateResponse(c.t.Context(), out); err == nil {
+		c.t.Errorf("control: an answer with %s instead of %s validates: the check checks nothing", new, old)
+	}
+}
+
 // TestOpsOpenAPI: every handler's real answers, from a real server running
 // real sandboxes, validate against the document it serves at
 // /v1/openapi.json, and the requests the test sends match it too.
@@ -157,10 +172,14 @@ func TestOpsOpenAPI(t *testing.T) {
 			{map[string]any{"code": "import time; time.sleep(30)", "limits": map[string]any{"wall_time": "1s"}, "stdin": "in",
 				"files": []map[string]any{{"path": "d/in.txt", "content_b64": "aGk=", "mode": 0o600}}, "env": map[string]string{"K": "V"}}, nsjail.StatusTimeout},
 		}
-		for _, run := range runs {
-			_, b := c.do("POST", "/v1/exec", "agent-a", run.body, false)
+		for i, run := range runs {
+			resp, b := c.do("POST", "/v1/exec", "agent-a", run.body, false)
 			if res := decodeOpsResult(t, b); res.Status != run.want {
 				t.Errorf("%v: %s (%s), want %s", run.body, res.Status, res.Message, run.want)
+			}
+			if i == 0 {
+				c.mustReject(resp, b, `"status":"ok"`, `"status":"fine"`)
+				c.mustReject(resp, b, `"exit_code":0`, `"exit_code":"0"`)
 			}
 		}
 		c.do("POST", "/v1/exec", "agent-a", map[string]any{"code": "print(1)"}, false, "Accept", "application/x-ndjson")

@@ -549,15 +549,23 @@ func TestOpsJobs(t *testing.T) {
 		mark := marker(t)
 		defer killMarked(mark)
 		long := s.postJob("agent-a", map[string]any{"argv": []string{"python3", "-c", "import time; print('up', flush=True); time.sleep(60)", mark}, "limits": map[string]any{"wall_time": "90s"}})
-		s.pollJob("agent-a", long.ID, "running")
-		for deadline := time.Now().Add(30 * time.Second); len(processesWith(mark)) == 0; time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the long job's payload never showed")
-			}
+		// Its events are read live: "up" before the DELETE, the result
+		// after it, on one stream.
+		stream := s.open("GET", "/v1/jobs/"+long.ID+"/events", "agent-a", nil)
+		defer stream.Body.Close()
+		if l, err := readLine(stream.Body); err != nil || !strings.Contains(l, `"data":"up`) {
+			t.Fatalf("the long job's first event: %q %v", l, err)
+		}
+		if len(processesWith(mark)) == 0 {
+			t.Fatal("the long job's payload is not visible as a process")
 		}
 		resp, b := s.call("DELETE", "/v1/jobs/"+long.ID, "agent-a", nil)
 		if resp.StatusCode != 202 {
 			t.Fatalf("DELETE a running job: %s %s, want 202", resp.Status, b)
+		}
+		rest, _ := io.ReadAll(stream.Body)
+		if lines := strings.Split(strings.TrimSpace(string(rest)), "\n"); !strings.HasPrefix(lines[len(lines)-1], `{"type":"result"`) {
+			t.Errorf("the cancelled job's live stream ends %.300q", lines[len(lines)-1])
 		}
 		canceled := s.pollJob("agent-a", long.ID, "canceled")
 		cres := decodeOpsResult(t, canceled.Result)
@@ -568,7 +576,7 @@ func TestOpsJobs(t *testing.T) {
 			t.Errorf("the cancelled job's payload still runs: %v", left)
 		}
 		ev := s.events("agent-a", long.ID)
-		if len(ev) == 0 || stdoutOf(ev) != "up\n" || ev[len(ev)-1].Type != "result" {
+		if len(ev) == 0 || !strings.HasPrefix(stdoutOf(ev), "up") || ev[len(ev)-1].Type != "result" {
 			t.Errorf("the cancelled job's events: %s", showEvents(ev))
 		}
 		// A finished job is removed by DELETE.
