@@ -11,6 +11,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
@@ -187,6 +188,7 @@ func TestMetricsObserve(t *testing.T) {
 	res := &nsjail.Result{Status: nsjail.StatusMemoryLimit, Usage: nsjail.Usage{WallMS: 1500, PeakMemoryBytes: 96 << 20},
 		Limits:         map[string]nsjail.LimitInfo{"memory": {Value: 128 << 20, Unit: "bytes"}},
 		SeccompDenials: []nsjail.Denial{{Syscall: "ptrace", Count: 3}, {Syscall: "bpf", Count: 2}}}
+	res.NetworkSummary = &netproxy.Summary{Attempts: 10, Recorded: 7, Refused: 3, RateLimited: 2}
 	m.observe(Finished{Profile: "standard", Result: res, QueueWait: 250 * time.Millisecond})
 	m.Pool().PoolClaim("standard", true)
 	m.Pool().PoolSize("data", 3, 4)
@@ -216,6 +218,13 @@ func TestMetricsObserve(t *testing.T) {
 	}
 	if h := fams["sbx_memory_peak_ratio"].Metric[0].GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() != 0.75 {
 		t.Errorf("sbx_memory_peak_ratio: %d samples summing %v, want 1, 0.75", h.GetSampleCount(), h.GetSampleSum())
+	}
+	egress := map[string]float64{}
+	for _, mt := range fams["sbx_egress_attempts_total"].Metric {
+		egress[mt.Label[0].GetValue()] = mt.GetCounter().GetValue()
+	}
+	if egress["allowed"] != 5 || egress["refused"] != 3 || egress["rate_limited"] != 2 {
+		t.Errorf("sbx_egress_attempts_total %v, want allowed 5, refused 3, rate_limited 2", egress)
 	}
 	for _, l := range fams["sbx_limit_kills_total"].Metric[0].Label {
 		if l.GetName() == "limit" && l.GetValue() != "memory" {
