@@ -54,12 +54,6 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run to `FILE` (fsync'd), with request_id, token name and metadata"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed (`DURATION`)"},
 			&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body, in `BYTES` (413 past it)"},
-			&cli.DurationFlag{Name: "job-ttl", Value: serve.DefaultJobTTL, Usage: "how long a finished async job (POST /v1/jobs) is kept (`DURATION`)"},
-			&cli.IntFlag{Name: "max-jobs", Value: serve.DefaultMaxJobs, Usage: "async jobs kept at once (`N`); past it the oldest finished are dropped"},
-			&cli.Int64Flag{Name: "max-job-bytes", Value: serve.DefaultMaxJobBytes, Usage: "events and Results of finished jobs kept, in all (`BYTES`); past it the oldest are dropped"},
-			&cli.IntFlag{Name: "breaker-kills", Value: serve.DefaultBreakerKills, Usage: "a token whose runs are killed `N` times by a memory, pids or CPU limit within --breaker-window gets 429 for --breaker-cooldown (-1: off)"},
-			&cli.DurationFlag{Name: "breaker-window", Value: serve.DefaultBreakerWindow, Usage: "the circuit breaker's window (`DURATION`)"},
-			&cli.DurationFlag{Name: "breaker-cooldown", Value: serve.DefaultBreakerCooldown, Usage: "how long an open circuit breaker throttles its token (`DURATION`)"},
 		},
 		Action: serveAction,
 	}
@@ -77,8 +71,6 @@ func serveAction(c *cli.Context) error {
 		Queue:         c.Int("queue"),
 		DrainTimeout:  c.Duration("drain-timeout"),
 		MaxBody:       c.Int64("max-body"),
-		Jobs:          serve.JobsConfig{TTL: c.Duration("job-ttl"), MaxJobs: c.Int("max-jobs"), MaxBytes: c.Int64("max-job-bytes")},
-		Breaker:       serve.BreakerConfig{Kills: c.Int("breaker-kills"), Window: c.Duration("breaker-window"), Cooldown: c.Duration("breaker-cooldown")},
 	}
 	if cfg.MaxConcurrent <= 0 {
 		return fail(fmt.Errorf("--max-concurrent %d: must be 1 or more", cfg.MaxConcurrent))
@@ -86,6 +78,7 @@ func serveAction(c *cli.Context) error {
 	if cfg.Queue < 0 {
 		cfg.Queue = 2 * cfg.MaxConcurrent
 	}
+	cfg.Jobs, cfg.Breaker = opsConfig(c)
 	if len(cfg.Profiles) == 0 {
 		cfg.Profiles = append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...)
 	}

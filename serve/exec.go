@@ -73,6 +73,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "draining", errDraining.Error())
 		return
 	}
+	// A throttled token is refused before its body is read: it costs
+	// the host one cheap 429.
+	if s.throttled(w, tokenName(r.Context())) {
+		return
+	}
 	req, status, err := s.readRequest(w, r)
 	if err != nil {
 		writeError(w, status, "bad_request", err.Error())
@@ -112,9 +117,6 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		} else {
 			writeError(w, http.StatusInternalServerError, "internal", err.Error())
 		}
-		return
-	}
-	if s.throttled(w, tokenName(r.Context())) {
 		return
 	}
 	if err := s.adm.enter(); err != nil {
@@ -161,11 +163,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	res := engine.Run(ctx, cfg, payload, opts)
 	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrJobCanceled):
+		res.Warnings = append(res.Warnings, "cancelled: "+ErrJobCanceled.Error())
 	case errors.Is(cause, ErrDrained):
 		res.Warnings = append(res.Warnings, "killed by the drain: "+ErrDrained.Error())
 		res.Message = fmt.Sprintf("%s (%v), and was killed", ErrDrained, s.cfg.DrainTimeout)
-	case errors.Is(cause, ErrJobCanceled):
-		res.Warnings = append(res.Warnings, "cancelled: "+ErrJobCanceled.Error())
 	case cause != nil && r.Context().Err() != nil, errors.Is(cause, errClientGone):
 		res.Warnings = append(res.Warnings, "the client went away: the run was cancelled")
 	}
