@@ -429,9 +429,12 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	run.Header.Set("Accept", ndjson)
 	// The job's id is its run's request_id: the audit line names it.
 	run.Header.Set("X-Request-Id", j.id)
+	// The 202 says what the job was when it was accepted: queued (its
+	// run may take a worker before the answer is written).
+	accepted := j.view()
 	go s.runJob(j, run)
 	w.Header().Set("Location", "/v1/jobs/"+j.id)
-	writeJSON(w, http.StatusAccepted, j.view())
+	writeJSON(w, http.StatusAccepted, accepted)
 }
 
 // runJob runs j through the exec handler and settles its state.
