@@ -216,13 +216,48 @@ func (s *opsServer) run(token string, body any, hdr ...string) *opsResult {
 
 func decodeOpsResult(t *testing.T, b []byte) *opsResult {
 	t.Helper()
+	res, err := parseOpsResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// parseOpsResult decodes a Result strictly: an unknown field is an error.
+func parseOpsResult(b []byte) (*opsResult, error) {
 	var res opsResult
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&res); err != nil {
-		t.Fatalf("bad Result (%v): %s", err, b)
+		return nil, fmt.Errorf("bad Result (%v): %.500s", err, b)
 	}
-	return &res
+	return &res, nil
+}
+
+// try is call for a worker goroutine, which must not t.Fatal: a failure
+// is an error.
+func (s *opsServer) try(method, path, token string, body any, hdr ...string) (int, []byte, error) {
+	j, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, s.base+path, bytes.NewReader(j))
+	if body == nil {
+		req, _ = http.NewRequest(method, s.base+path, nil)
+	} else {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+opsTokens[token])
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, b, fmt.Errorf("%s %s: reading the answer: %v", method, path, err)
+	}
+	return resp.StatusCode, b, nil
 }
 
 // metrics scrapes /metrics: each sample by name{label="value",...}, labels
@@ -396,6 +431,7 @@ func (s *opsServer) postJob(token string, body any) opsJob {
 		s.t.Fatalf("POST /v1/jobs: %s: %s", resp.Status, b)
 	}
 	var j opsJob
+	// The 202 is the job as accepted: queued, whatever it is by now.
 	if err := json.Unmarshal(b, &j); err != nil || j.ID == "" || j.Status != "queued" || resp.Header.Get("Location") != "/v1/jobs/"+j.ID {
 		s.t.Fatalf("POST /v1/jobs: %v %s (Location %q)", err, b, resp.Header.Get("Location"))
 	}

@@ -3,6 +3,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,28 +100,47 @@ func soakN(t *testing.T) int {
 }
 
 // soakOne sends request i (every tenth as a job: posted, its events
-// streamed to the result, then deleted) and checks its Result.
-func soakOne(t *testing.T, s *opsServer, i int) (string, error) {
+// streamed to the result, then deleted) and checks its Result. It runs on
+// a worker goroutine: it returns errors, never t.Fatals.
+func soakOne(s *opsServer, i int) (string, error) {
 	kind := soakKinds[i%len(soakKinds)]
 	reqID := fmt.Sprintf("soak-%d", i)
-	var res *opsResult
+	var b []byte
 	if i%10 == 9 {
-		j := s.postJob("agent-a", kind.body(i))
-		ev := s.events("agent-a", j.ID)
-		if len(ev) == 0 || ev[len(ev)-1].Type != "result" {
-			return "", fmt.Errorf("%s job %d: events end %s", kind.name, i, showEvents(ev))
+		code, jb, err := s.try("POST", "/v1/jobs", "agent-a", kind.body(i))
+		var j opsJob
+		if err == nil && (code != 202 || json.Unmarshal(jb, &j) != nil || j.Status != "queued") {
+			err = fmt.Errorf("POST /v1/jobs: %d %s, want 202 queued", code, jb)
 		}
-		res = decodeOpsResult(t, ev[len(ev)-1].Result)
-		if resp, _ := s.call("DELETE", "/v1/jobs/"+j.ID, "agent-a", nil); resp.StatusCode != 204 {
-			return res.ID, fmt.Errorf("DELETE done job %d: %s", i, resp.Status)
+		if err != nil {
+			return "", fmt.Errorf("%s job %d: %v", kind.name, i, err)
 		}
-		reqID = j.ID
+		code, ev, err := s.try("GET", "/v1/jobs/"+j.ID+"/events", "agent-a", nil)
+		lines := strings.Split(strings.TrimSpace(string(ev)), "\n")
+		var last opsEvent
+		if err == nil && (code != 200 || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil || last.Type != "result") {
+			err = fmt.Errorf("events: %d, ending %.300q", code, lines[len(lines)-1])
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s job %d: %v", kind.name, i, err)
+		}
+		if code, _, err := s.try("DELETE", "/v1/jobs/"+j.ID, "agent-a", nil); err != nil || code != 204 {
+			return "", fmt.Errorf("DELETE done job %d: %d %v, want 204", i, code, err)
+		}
+		b, reqID = last.Result, j.ID
 	} else {
-		resp, b := s.call("POST", "/v1/exec", "agent-a", kind.body(i), "X-Request-Id", reqID)
-		if resp.StatusCode != 200 {
-			return "", fmt.Errorf("%s %d: %s %s", kind.name, i, resp.Status, b)
+		code, rb, err := s.try("POST", "/v1/exec", "agent-a", kind.body(i), "X-Request-Id", reqID)
+		if err == nil && code != 200 {
+			err = fmt.Errorf("%d %s", code, rb)
 		}
-		res = decodeOpsResult(t, b)
+		if err != nil {
+			return "", fmt.Errorf("%s %d: %v", kind.name, i, err)
+		}
+		b = rb
+	}
+	res, err := parseOpsResult(b)
+	if err != nil {
+		return "", fmt.Errorf("%s %d: %v", kind.name, i, err)
 	}
 	if res.RequestID != reqID {
 		return res.ID, fmt.Errorf("%s %d: request_id %q, want %q", kind.name, i, res.RequestID, reqID)
@@ -152,7 +172,7 @@ func TestOpsSoak(t *testing.T) {
 		// Warm up: one of each, so that the baseline has the server's
 		// lazily made buffers and pools.
 		for i := range 2 * len(soakKinds) {
-			if _, err := soakOne(t, s, i); err != nil {
+			if _, err := soakOne(s, i); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -167,8 +187,7 @@ func TestOpsSoak(t *testing.T) {
 			errs []error
 			wg   sync.WaitGroup
 		)
-		// All indices are queued up front: a worker that a t.Fatalf
-		// inside the helpers ends (runtime.Goexit) cannot block the rest.
+		// All indices are queued up front, the workers take them in turn.
 		next := make(chan int, n)
 		for i := range n {
 			next <- i
@@ -179,7 +198,7 @@ func TestOpsSoak(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range next {
-					id, err := soakOne(t, s, i)
+					id, err := soakOne(s, i)
 					mu.Lock()
 					if id != "" {
 						ids = append(ids, id)
