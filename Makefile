@@ -120,8 +120,12 @@ race-integration: deps precompiled
 	@echo "make: race-integration: a -race build of sbx through $(RACETESTS)"
 	rm -rf $(RACEDIR) && mkdir -p $(RACEDIR) && chmod 755 $(RACEDIR)
 	$(GO) build -race -trimpath -tags $(TAGS) -o $(RACEDIR)/sbx .
-	SBX_BIN=$(RACEDIR)/sbx GORACE=halt_on_error=1 $(GO) test -tags integration -count=1 -p 1 -timeout 15m -run '^($(RACETESTS))$$' ./tests/
+	SBX_BIN=$(RACEDIR)/sbx GORACE=halt_on_error=1 $(GO) test -tags integration -count=1 -p 1 -timeout 15m -run '^($(RACETESTS)|$(RACETESTS_OPS))$$' ./tests/
 	rm -rf $(RACEDIR)
+
+# sbx serve's async jobs and every endpoint (the OpenAPI check), on the
+# race-built server too.
+RACETESTS_OPS ?= TestOpsJobs|TestOpsOpenAPI
 
 vmtest: deps
 	@test -n "$(VMTEST)" || { echo "make vmtest: run-in-vm.sh not found; set VMTEST=/path/to/run-in-vm.sh" >&2; exit 1; }

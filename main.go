@@ -187,7 +187,7 @@ func newAppWith(args []string, d deps) *cli.App {
 		execCommand(args, d.t0),
 		profileCommand(d.seccompRules),
 		doctorCommand(),
-		serveCommand(),
+		withOpsFlags(serveCommand()),
 		imageCommand(),
 		versionCommand(),
 	}

@@ -45,7 +45,12 @@ func serveCommand() *cli.Command {
 			"flight get --drain-timeout, the rest are killed and answered; exit 0.\n\n" +
 			"The token file holds one NAME:TOKEN a line (the audit line names the token);\n" +
 			"SBX_TOKEN holds one token. A TCP address that is not loopback needs a token.\n" +
-			"Also GET /healthz, /readyz, /v1/version, /v1/profiles. See README.md.",
+			"POST /v1/jobs runs the same request in the background (202 {id}); GET\n" +
+			"/v1/jobs/ID polls it, GET /v1/jobs/ID/events streams its events from the start,\n" +
+			"DELETE /v1/jobs/ID cancels it. A token whose runs keep hitting memory, pids or\n" +
+			"CPU limits is throttled (429) for --breaker-cooldown.\n\n" +
+			"Also GET /healthz, /readyz, /metrics (Prometheus), /v1/version, /v1/profiles,\n" +
+			"/v1/openapi.json (the API's OpenAPI 3 document). See README.md.",
 		OnUsageError:    usageError,
 		HideHelpCommand: true,
 		Flags: []cli.Flag{
@@ -84,6 +89,7 @@ func serveAction(c *cli.Context) error {
 	if cfg.Queue < 0 {
 		cfg.Queue = 2 * cfg.MaxConcurrent
 	}
+	cfg.Jobs, cfg.Breaker = opsConfig(c)
 	if len(cfg.Profiles) == 0 {
 		cfg.Profiles = append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...)
 	}

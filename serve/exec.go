@@ -69,7 +69,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	reqID := requestID(r)
 	w.Header().Set("X-Request-Id", reqID)
 	if s.draining.Load() {
+		s.ops.metrics.reject(rejectDraining)
 		writeError(w, http.StatusServiceUnavailable, "draining", errDraining.Error())
+		return
+	}
+	// A throttled token is refused before its body is read: it costs
+	// the host one cheap 429.
+	if s.throttled(w, tokenName(r.Context())) {
 		return
 	}
 	req, status, err := s.readRequest(w, r)
@@ -129,6 +135,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		}
 		// A run takes seconds: one is a fair first wait, and a client
 		// that backs off exponentially from it does not hammer.
+		s.rejectedBusy()
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "busy", fmt.Sprintf("%v (%d running, %d waiting: --max-concurrent %d, --queue %d); retry later",
 			err, s.adm.running(), s.adm.waiting(), s.adm.max, s.adm.queue))
@@ -165,6 +172,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	res := engine.Run(ctx, cfg, payload, opts)
 	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrJobCanceled):
+		res.Warnings = append(res.Warnings, "cancelled: "+ErrJobCanceled.Error())
 	case errors.Is(cause, ErrDrained):
 		res.Warnings = append(res.Warnings, "killed by the drain: "+ErrDrained.Error())
 		res.Message = fmt.Sprintf("%s (%v), and was killed", ErrDrained, s.cfg.DrainTimeout)
@@ -189,9 +198,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			s.cfg.Log("request %s: %v", reqID, err)
 		}
 	}
-	if s.cfg.OnResult != nil {
-		s.cfg.OnResult(Finished{RequestID: reqID, Token: who.Token, Profile: cfg.Profile.Name, Result: res, QueueWait: wait})
-	}
+	s.finished(Finished{RequestID: reqID, Token: who.Token, Profile: cfg.Profile.Name, Result: res, QueueWait: wait})
 	if st != nil {
 		st.event(Event{Type: "result", TMS: time.Since(admitted).Milliseconds(), Result: resp})
 		return

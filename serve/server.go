@@ -89,6 +89,10 @@ type Config struct {
 	Start engine.Starter
 	// OnResult is called with each finished run (metrics plug in here).
 	OnResult func(Finished)
+	// Jobs bounds the async jobs; Breaker is the circuit breaker per
+	// token (ops.go).
+	Jobs    JobsConfig
+	Breaker BreakerConfig
 	// Log gets the server's own messages (stderr by default).
 	Log func(format string, args ...any)
 }
@@ -114,6 +118,9 @@ type Server struct {
 	// kill ends the runs still going when the drain times out.
 	killCtx context.Context
 	kill    context.CancelCauseFunc
+	ops     *ops
+	// patterns are the routes Handle registered (the OpenAPI test).
+	patterns []string
 }
 
 // ErrDrained is the cause of the runs a drain killed.
@@ -177,6 +184,12 @@ func New(cfg Config) (*Server, error) {
 	s.Handle("GET /v1/version", true, http.HandlerFunc(s.version))
 	s.Handle("GET /v1/profiles", true, http.HandlerFunc(s.profiles))
 	s.Handle("POST /v1/exec", true, http.HandlerFunc(s.exec))
+	s.enableOps()
+	if s.pools.feed == nil {
+		// The warm pools feed the sbx_pool_* and sbx_sandbox_start_*
+		// metrics; they start in Serve, after this.
+		s.pools.feed = s.ops.metrics.Pool()
+	}
 	return s, nil
 }
 
@@ -187,6 +200,7 @@ func (s *Server) Handle(pattern string, auth bool, h http.Handler) {
 	if auth {
 		h = s.authenticated(h)
 	}
+	s.patterns = append(s.patterns, pattern)
 	s.mux.Handle(pattern, h)
 }
 

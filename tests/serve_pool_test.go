@@ -148,6 +148,16 @@ func TestServePoolLikeCold(t *testing.T) {
 		if p := warm.pool("standard"); p.Hits != 4 || p.Min != 1 || p.Max != 1 {
 			t.Errorf("pool %+v: want 4 hits, min and max 1", p)
 		}
+		// The pool feeds /metrics: its claims and its starts (its sizes
+		// every second).
+		resp := warm.do("GET", "/metrics", nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{`sbx_pool_claims_total{profile="standard",result="hit"} 4`, "sbx_sandbox_start_duration_seconds_count"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
 	})
 }
 

@@ -1,0 +1,279 @@
+//go:build integration
+
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+// apiChecker validates real requests and responses against the OpenAPI
+// document the server itself serves.
+type apiChecker struct {
+	t      *testing.T
+	s      *opsServer
+	doc    *openapi3.T
+	router routers.Router
+	// seen counts the checked answers by operation and status, so that
+	// the test can say which documented answers it did not see.
+	seen map[string]bool
+}
+
+func newAPIChecker(t *testing.T, s *opsServer) *apiChecker {
+	resp, b := s.call("GET", "/v1/openapi.json", "", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/openapi.json: %s", resp.Status)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(b)
+	if err != nil {
+		t.Fatalf("the served document does not parse: %v", err)
+	}
+	if err := doc.Validate(t.Context()); err != nil {
+		t.Fatalf("the served document is not valid OpenAPI 3: %v", err)
+	}
+	// The document names the default address; the test's server has
+	// another port.
+	doc.Servers = nil
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &apiChecker{t: t, s: s, doc: doc, router: router, seen: map[string]bool{}}
+	c.check(resp, b, nil)
+	return c
+}
+
+// do sends one request (validated against the document unless bad, a
+// request the test means to be refused), then validates the answer.
+func (c *apiChecker) do(method, path, token string, body any, bad bool, hdr ...string) (*http.Response, []byte) {
+	c.t.Helper()
+	resp, b := c.s.call(method, path, token, body, hdr...)
+	var reqBody []byte
+	if s, ok := body.(string); ok {
+		reqBody = []byte(s)
+	} else if body != nil {
+		reqBody, _ = json.Marshal(body)
+	}
+	if !bad {
+		c.checkRequest(resp.Request, reqBody)
+	}
+	c.check(resp, b, reqBody)
+	return resp, b
+}
+
+func (c *apiChecker) input(req *http.Request, reqBody []byte) *openapi3filter.RequestValidationInput {
+	c.t.Helper()
+	r := req.Clone(c.t.Context())
+	r.Body = io.NopCloser(bytes.NewReader(reqBody))
+	route, params, err := c.router.FindRoute(r)
+	if err != nil {
+		c.t.Fatalf("%s %s: not in the document: %v", req.Method, req.URL.Path, err)
+	}
+	return &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}}
+}
+
+func (c *apiChecker) checkRequest(req *http.Request, reqBody []byte) {
+	c.t.Helper()
+	if err := openapi3filter.ValidateRequest(c.t.Context(), c.input(req, reqBody)); err != nil {
+		c.t.Errorf("%s %s: the request does not match the document: %v", req.Method, req.URL.Path, err)
+	}
+}
+
+// check validates one answer: its status is documented for the
+// operation, its headers and body match; an NDJSON body line by line
+// against the Event schema.
+func (c *apiChecker) check(resp *http.Response, body, reqBody []byte) {
+	c.t.Helper()
+	in := c.input(resp.Request, reqBody)
+	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson")
+	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, ExcludeResponseBody: stream}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(body)), Options: opts}
+	what := resp.Request.Method + " " + resp.Request.URL.Path + " " + resp.Status
+	if err := openapi3filter.ValidateResponse(c.t.Context(), out); err != nil {
+		c.t.Errorf("%s: the answer does not match the document: %v\n%.2000s", what, err, body)
+	}
+	c.seen[in.Route.Operation.OperationID+" "+resp.Status[:3]] = true
+	if !stream {
+		return
+	}
+	event := c.doc.Components.Schemas["Event"].Value
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, 64<<20)
+	n := 0
+	for ; sc.Scan(); n++ {
+		var v any
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			c.t.Errorf("%s: line %d is not JSON: %v", what, n, err)
+			continue
+		}
+		if err := event.VisitJSON(v, openapi3.MultiErrors()); err != nil {
+			c.t.Errorf("%s: event %d does not match Event: %v\n%.1000s", what, n, err, sc.Bytes())
+		}
+	}
+	if n == 0 {
+		c.t.Errorf("%s: an empty stream", what)
+	}
+}
+
+// mustReject is the checker's control: the answer with old replaced by
+// new (a value the document forbids) must fail validation.
+func (c *apiChecker) mustReject(resp *http.Response, body []byte, old, new string) {
+	c.t.Helper()
+	bad := bytes.Replace(body, []byte(old), []byte(new), 1)
+	if bytes.Equal(bad, body) {
+		c.t.Fatalf("control: %s is not in the answer", old)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: c.input(resp.Request, nil), Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(bad)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	if err := openapi3filter.ValidateResponse(c.t.Context(), out); err == nil {
+		c.t.Errorf("control: an answer with %s instead of %s validates: the check checks nothing", new, old)
+	}
+}
+
+// TestOpsOpenAPI: every handler's real answers, from a real server running
+// real sandboxes, validate against the document it serves at
+// /v1/openapi.json, and the requests the test sends match it too.
+func TestOpsOpenAPI(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startOps(t, r, "--max-concurrent", "1", "--queue", "0", "--max-body", "65536", "--breaker-kills", "1", "--drain-timeout", "3s")
+		c := newAPIChecker(t, s)
+		c.do("GET", "/healthz", "", nil, false)
+		c.do("GET", "/readyz", "", nil, false)
+		c.do("GET", "/v1/version", "agent-a", nil, false)
+		c.do("GET", "/v1/profiles", "agent-a", nil, false)
+		c.do("GET", "/v1/profiles", "", nil, false) // 401
+		c.do("GET", "/metrics", "agent-a", nil, false)
+		c.do("GET", "/metrics", "", nil, false)
+
+		// Results of several statuses, each with its own fields.
+		runs := []struct {
+			body any
+			want nsjail.Status
+		}{
+			{map[string]any{"code": "print(1)", "metadata": map[string]any{"task": "t1"}}, nsjail.StatusOK},
+			{map[string]any{"code": "open('out.txt','w').write('x')\nraise SystemExit(2)", "outputs": true, "profile": "strict"}, nsjail.StatusExit},
+			{map[string]any{"argv": []string{"/nonexistent"}}, nsjail.StatusNotFound},
+			{map[string]any{"code": "import time; time.sleep(30)", "limits": map[string]any{"wall_time": "1s"}, "stdin": "in",
+				"files": []map[string]any{{"path": "d/in.txt", "content_b64": "aGk=", "mode": 0o600}}, "env": map[string]string{"K": "V"}}, nsjail.StatusTimeout},
+		}
+		for i, run := range runs {
+			resp, b := c.do("POST", "/v1/exec", "agent-a", run.body, false)
+			if res := decodeOpsResult(t, b); res.Status != run.want {
+				t.Errorf("%v: %s (%s), want %s", run.body, res.Status, res.Message, run.want)
+			}
+			if i == 0 {
+				c.mustReject(resp, b, `"status":"ok"`, `"status":"fine"`)
+				c.mustReject(resp, b, `"exit_code":0`, `"exit_code":"0"`)
+			}
+		}
+		c.do("POST", "/v1/exec", "agent-a", map[string]any{"code": "print(1)"}, false, "Accept", "application/x-ndjson")
+		c.do("POST", "/v1/exec", "agent-a", map[string]any{"code": "1", "limit": 3}, true)                                // 400: unknown field
+		c.do("POST", "/v1/exec", "agent-a", map[string]any{"code": "1", "limits": map[string]any{"memory": "1T"}}, false) // 400: raises a limit
+		c.do("POST", "/v1/exec", "agent-a", map[string]any{"code": strings.Repeat("#", 100_000)}, false)                  // 413
+		c.do("POST", "/v1/jobs", "agent-a", map[string]any{"code": strings.Repeat("#", 100_000)}, false)                  // 413
+		// Every authenticated operation asks for the token.
+		for _, op := range []struct{ method, path string }{{"POST", "/v1/exec"}, {"POST", "/v1/jobs"}, {"GET", "/v1/version"},
+			{"GET", "/v1/jobs/x"}, {"DELETE", "/v1/jobs/x"}, {"GET", "/v1/jobs/x/events"}} {
+			var body any
+			if op.method == "POST" {
+				body = map[string]any{"code": "1"}
+			}
+			if resp, _ := c.do(op.method, op.path, "", body, true); resp.StatusCode != 401 {
+				t.Errorf("%s %s without a token: %s, want 401", op.method, op.path, resp.Status)
+			}
+		}
+
+		// Jobs: created, polled, streamed, deleted when done.
+		_, b := c.do("POST", "/v1/jobs", "agent-a", map[string]any{"code": "print('job')"}, false)
+		var j opsJob
+		json.Unmarshal(b, &j)
+		s.pollJob("agent-a", j.ID, "done")
+		c.do("GET", "/v1/jobs/"+j.ID, "agent-a", nil, false)
+		c.do("GET", "/v1/jobs/"+j.ID+"/events", "agent-a", nil, false)
+		c.do("DELETE", "/v1/jobs/"+j.ID, "agent-a", nil, false) // 204
+		c.do("GET", "/v1/jobs/"+j.ID, "agent-a", nil, false)    // 404
+		c.do("GET", "/v1/jobs/"+j.ID+"/events", "agent-a", nil, false)
+		c.do("DELETE", "/v1/jobs/"+j.ID, "agent-a", nil, false)
+		c.do("POST", "/v1/jobs", "agent-a", map[string]any{"argv": []string{}}, false) // 400: nothing to run
+
+		// A running job holds the only worker: 429 for the rest, /readyz
+		// 503; then it is cancelled (202) and ends canceled.
+		mark := marker(t)
+		defer killMarked(mark)
+		_, b = c.do("POST", "/v1/jobs", "agent-a", map[string]any{"argv": []string{"python3", "-c", "import time; print('up', flush=True); time.sleep(60)", mark}}, false)
+		json.Unmarshal(b, &j)
+		s.pollJob("agent-a", j.ID, "running")
+		c.do("GET", "/v1/jobs/"+j.ID, "agent-a", nil, false)
+		c.do("POST", "/v1/exec", "agent-a", map[string]any{"code": "print(1)"}, false) // 429 busy
+		c.do("POST", "/v1/jobs", "agent-a", map[string]any{"code": "print(1)"}, false) // 429 busy
+		c.do("GET", "/readyz", "", nil, false)                                         // 503
+		c.do("DELETE", "/v1/jobs/"+j.ID, "agent-a", nil, false)                        // 202
+		s.pollJob("agent-a", j.ID, "canceled")
+		c.do("GET", "/v1/jobs/"+j.ID, "agent-a", nil, false)
+		c.do("GET", "/v1/jobs/"+j.ID+"/events", "agent-a", nil, false)
+
+		// One CPU kill throttles agent-b (--breaker-kills 1): 429 throttled.
+		_, b = c.do("POST", "/v1/exec", "agent-b", map[string]any{"code": spin, "limits": map[string]any{"cpu_time": "1s"}}, false)
+		if res := decodeOpsResult(t, b); res.Status != nsjail.StatusCPULimit {
+			t.Errorf("spin under cpu_time 1s: %s, want cpu_limit", res.Status)
+		}
+		resp, b := c.do("POST", "/v1/exec", "agent-b", map[string]any{"code": "print(1)"}, false)
+		if resp.StatusCode != 429 || !strings.Contains(string(b), "throttled") {
+			t.Errorf("after a CPU kill with --breaker-kills 1: %s %s", resp.Status, b)
+		}
+
+		// Draining: a run in flight, SIGTERM; new work gets 503 and the
+		// run is killed at --drain-timeout with a Result saying so.
+		long := s.open("POST", "/v1/exec", "agent-a", map[string]any{"argv": []string{"python3", "-c", "import time; print('up', flush=True); time.sleep(60)", mark}}, "Accept", "application/x-ndjson")
+		if l, err := readLine(long.Body); err != nil || !strings.Contains(l, "stdout") {
+			t.Fatalf("the long run did not start: %q %v", l, err)
+		}
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		time.Sleep(300 * time.Millisecond)
+		c.do("GET", "/readyz", "", nil, false)
+		c.do("POST", "/v1/exec", "agent-a", map[string]any{"code": "print(1)"}, false)
+		c.do("POST", "/v1/jobs", "agent-a", map[string]any{"code": "print(1)"}, false)
+		rest, _ := io.ReadAll(long.Body)
+		long.Body.Close()
+		if !strings.Contains(string(rest), "drain-timeout") {
+			t.Errorf("the run killed by the drain: %.500s", rest)
+		}
+		if err := s.stop(); err != nil {
+			t.Error(err)
+		}
+
+		// What of the document the test did not see answered (a 408 needs
+		// a client that stalls for 30s; a 500 is a bug).
+		var unseen []string
+		for path, item := range c.doc.Paths.Map() {
+			for method, op := range item.Operations() {
+				for code := range op.Responses.Map() {
+					if !c.seen[op.OperationID+" "+code] {
+						unseen = append(unseen, method+" "+path+" "+code)
+					}
+				}
+			}
+		}
+		for _, u := range unseen {
+			if !strings.HasSuffix(u, " 408") {
+				t.Errorf("documented but not exercised: %s", u)
+			}
+		}
+	})
+}
