@@ -24,12 +24,6 @@ type soakKind struct {
 	check func(i int, res *opsResult) error
 }
 
-// cgroupEnforced says whether the Result's limit k was a cgroup's (root
-// on this host) rather than an rlimit's (uid 65534 without delegation).
-func cgroupEnforced(res *opsResult, k string) bool {
-	return strings.HasPrefix(res.Limits[k].EnforcedBy, "cgroup")
-}
-
 var soakKinds = []soakKind{
 	{"ok", func(i int) map[string]any { return map[string]any{"code": fmt.Sprintf("print(%d)", i)} },
 		func(i int, res *opsResult) error {
