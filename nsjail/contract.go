@@ -58,6 +58,7 @@ const (
 	StatusSetupError  = spec.StatusSetupError
 	StatusNotFound    = spec.StatusNotFound
 	StatusCannotExec  = spec.StatusCannotExec
+	StatusCanceled    = spec.StatusCanceled
 )
 
 const (

@@ -1,5 +1,7 @@
 package nsjail
 
+import "errors"
+
 // abortCause is why the supervisor ended a run that no limit ended: the
 // run then fails with an error, not a status of its own.
 type abortCause int
@@ -16,3 +18,7 @@ const (
 func (s *supervisor) killed() bool {
 	return s.killedFor != "" || s.aborted != notAborted
 }
+
+// errCanceled is a run that its caller ended (the context), reported as
+// StatusCanceled rather than as a setup error.
+var errCanceled = errors.New("run cancelled")

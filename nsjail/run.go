@@ -476,7 +476,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 	case s.aborted == abortSetup && exit == nil:
 		return nil, fmt.Errorf("sandbox setup took longer than %v", setupTimeout)
 	case s.aborted == abortCancel && exit == nil:
-		return nil, fmt.Errorf("run cancelled: %v", context.Cause(ctx))
+		return nil, fmt.Errorf("%w: %v", errCanceled, context.Cause(ctx))
 	}
 	return exit, nil
 }

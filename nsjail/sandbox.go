@@ -478,6 +478,9 @@ func (s *supervisor) result(err error) *Result {
 	res := s.res
 	if err != nil {
 		res.Status, res.ExitCode, res.Signal = StatusSetupError, ExitSbxFailed, nil
+		if errors.Is(err, errCanceled) {
+			res.Status = StatusCanceled
+		}
 		res.Message = err.Error()
 	}
 	if s.stdout != nil {

@@ -605,7 +605,7 @@ func TestOpsJobs(t *testing.T) {
 		}
 		canceled := s.pollJob("agent-a", long.ID, "canceled")
 		cres := decodeOpsResult(t, canceled.Result)
-		if cres.Usage.WallMS > 30_000 || !strings.Contains(strings.Join(cres.Warnings, "\n"), "cancelled") {
+		if cres.Status != nsjail.StatusCanceled || cres.Usage.WallMS > 30_000 || !strings.Contains(strings.Join(cres.Warnings, "\n"), "cancelled") {
 			t.Errorf("the cancelled job's Result: %s after %d ms, warnings %q", cres.Status, cres.Usage.WallMS, cres.Warnings)
 		}
 		if left := processesWith(mark); len(left) > 0 {

@@ -526,7 +526,7 @@ func TestServeDrain(t *testing.T) {
 			last = l
 		}
 		res, _ := last.ev["result"].(map[string]any)
-		if last.ev["type"] != "result" || !strings.Contains(fmt.Sprint(res["message"]), "--drain-timeout") {
+		if last.ev["type"] != "result" || res["status"] != string(nsjail.StatusCanceled) || !strings.Contains(fmt.Sprint(res["message"]), "--drain-timeout") {
 			t.Errorf("the killed run's result: %v", last.ev)
 		}
 		select {

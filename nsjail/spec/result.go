@@ -22,6 +22,11 @@ const (
 	// shell's exit codes say; "exit" would blame the payload for it.
 	StatusNotFound   Status = "not_found"
 	StatusCannotExec Status = "cannot_exec"
+	// StatusCanceled: the caller ended the run before the payload did: a
+	// server's client went away, DELETE /v1/jobs/{id}, or a drain past
+	// its --drain-timeout. Not the payload's doing, nor a failure to build
+	// the sandbox; exit code 125, as sbx did not finish the run.
+	StatusCanceled Status = "canceled"
 )
 
 // Exit codes of `sbx exec` besides the payload's own (DESIGN.md).
