@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -394,14 +395,9 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, "bad_request", err.Error())
 		return
 	}
-	ref, err := s.profileRef(req.Profile)
-	if err == nil {
-		var lower map[string]string
-		if lower, err = req.lower(); err == nil {
-			_, err = engine.Build(newID(), engine.Request{Profile: ref, Lower: lower})
-		}
-	}
-	if err != nil {
+	// The job is checked as POST /v1/exec checks a run, so that what the
+	// run would refuse is a 400 now, not a 202 and a failed job.
+	if err := s.checkJob(req); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
@@ -568,4 +564,36 @@ func (st *jobStore) jobIDs() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkJob refuses what the job's run would: an unknown profile, a limit
+// raised, an argv or env execve(2) would refuse (E2BIG). Its Config is
+// released at once (an image's lock); the run builds its own.
+func (s *Server) checkJob(req *ExecRequest) error {
+	ref, err := s.profileRef(req.Profile)
+	if err != nil {
+		return err
+	}
+	lower, err := req.lower()
+	if err != nil {
+		return err
+	}
+	cfg, err := engine.Build(newID(), engine.Request{Profile: ref, Lower: lower})
+	if err != nil {
+		return err
+	}
+	defer cfg.Close()
+	dir, err := os.MkdirTemp("", "sbx-job-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	payload, err := req.payload(dir)
+	if err != nil {
+		return err
+	}
+	if err := engine.CheckExecSize(payload.Argv, append(append([]string{}, cfg.Spec.Env...), payload.Env...)); err != nil {
+		return fmt.Errorf("argv or env: %w", err)
+	}
+	return nil
 }

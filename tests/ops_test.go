@@ -579,6 +579,10 @@ func TestOpsJobs(t *testing.T) {
 		if resp, b := s.call("POST", "/v1/jobs", "agent-a", map[string]any{"code": "1", "limits": map[string]any{"memory": "1T"}}); resp.StatusCode != 400 || !strings.Contains(string(b), "limits.memory") {
 			t.Errorf("a job raising a limit: %s %s, want 400 naming limits.memory", resp.Status, b)
 		}
+		// What execve(2) would refuse (E2BIG) is refused before the 202.
+		if resp, b := s.call("POST", "/v1/jobs", "agent-a", map[string]any{"argv": []string{"python3", "-c", "1", strings.Repeat("x", 200000)}}); resp.StatusCode != 400 || !strings.Contains(string(b), "argv or env") {
+			t.Errorf("a job with an argv execve refuses: %s %.200s, want 400", resp.Status, b)
+		}
 
 		// Cancelled while it runs: 202, the run is killed at once (not
 		// at its 60s), the Result kept with status canceled.
