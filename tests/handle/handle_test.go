@@ -275,8 +275,8 @@ func TestCloseDuringExec(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("Exec: %v", r.err)
 		}
-		if r.res.Status != nsjail.StatusSetupError || !strings.Contains(r.res.Message, "closed") {
-			t.Errorf("Result: status %s, message %q; want setup_error naming the Close", r.res.Status, r.res.Message)
+		if r.res.Status != nsjail.StatusCanceled || !strings.Contains(r.res.Message, "closed") {
+			t.Errorf("Result: status %s, message %q; want canceled naming the Close (the caller ended it)", r.res.Status, r.res.Message)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Exec did not return after Close")
