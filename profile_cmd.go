@@ -63,14 +63,35 @@ func profileCommand(seccompRules func(policy string) ([]string, error)) *cli.Com
 func profileFlags() []cli.Flag {
 	out := make([]cli.Flag, 0, len(profiles.Flags))
 	for _, f := range profiles.Flags {
+		names := []string{f.Name}
 		if f.IsList() {
-			out = append(out, &cli.StringSliceFlag{Name: f.Name, Usage: f.Usage, Category: f.Category, DefaultText: f.DefaultText()})
+			out = append(out, namedSliceFlag{&cli.StringSliceFlag{Name: f.Name, Usage: f.Usage, Category: f.Category, DefaultText: f.DefaultText()}, names})
 		} else {
-			out = append(out, &cli.StringFlag{Name: f.Name, Usage: f.Usage, Category: f.Category, DefaultText: f.DefaultText()})
+			out = append(out, namedStringFlag{&cli.StringFlag{Name: f.Name, Usage: f.Usage, Category: f.Category, DefaultText: f.DefaultText()}, names})
 		}
 	}
 	return out
 }
+
+// namedStringFlag and namedSliceFlag are the profile flags with their
+// Names() computed once. urfave/cli v2 runs every flag's action check on
+// every command (runFlagActions: IsSet of each flag, which scans every
+// flag's Names()), and each Names() call runs a regexp (FlagNames): with
+// ~45 flags on exec that was ~1000 regexp calls, ~0.3–0.5 ms of CPU per
+// sbx exec (perf, issue 13). Everything else is the embedded flag's.
+type namedStringFlag struct {
+	*cli.StringFlag
+	names []string
+}
+
+func (f namedStringFlag) Names() []string { return f.names }
+
+type namedSliceFlag struct {
+	*cli.StringSliceFlag
+	names []string
+}
+
+func (f namedSliceFlag) Names() []string { return f.names }
 
 // applyFlags lays the profile flags that were given over the profile
 // (flags win) and validates the result.
