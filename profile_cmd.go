@@ -93,6 +93,43 @@ type namedSliceFlag struct {
 
 func (f namedSliceFlag) Names() []string { return f.names }
 
+type namedBoolFlag struct {
+	*cli.BoolFlag
+	names []string
+}
+
+func (f namedBoolFlag) Names() []string { return f.names }
+
+type namedGenericFlag struct {
+	*cli.GenericFlag
+	names []string
+}
+
+func (f namedGenericFlag) Names() []string { return f.names }
+
+// cachedNames gives every flag of fs of these four types its Names()
+// computed once, as profileFlags does (the others, and those already
+// wrapped, stay as they are). Help is unchanged: it prints through the
+// embedded flag's own String.
+func cachedNames(fs []cli.Flag) []cli.Flag {
+	out := make([]cli.Flag, len(fs))
+	for i, f := range fs {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			out[i] = namedStringFlag{f, f.Names()}
+		case *cli.StringSliceFlag:
+			out[i] = namedSliceFlag{f, f.Names()}
+		case *cli.BoolFlag:
+			out[i] = namedBoolFlag{f, f.Names()}
+		case *cli.GenericFlag:
+			out[i] = namedGenericFlag{f, f.Names()}
+		default:
+			out[i] = f
+		}
+	}
+	return out
+}
+
 // applyFlags lays the profile flags that were given over the profile
 // (flags win) and validates the result.
 func applyFlags(c *cli.Context, p *profiles.Profile) error {
