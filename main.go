@@ -236,7 +236,7 @@ func execCommand(rawArgs []string, t0 int64) *cli.Command {
 		},
 		// The flags that set profile keys (--memory, --timeout, ...) come
 		// from the table profiles.Flags; see profile_cmd.go.
-		Flags: append([]cli.Flag{
+		Flags: cachedNames(append([]cli.Flag{
 			&cli.StringFlag{Name: "profile", Aliases: []string{"p"}, Value: profiles.DefaultName, Usage: "built-in profile `NAME` (" + strings.Join(profiles.Names(), ", ") + ") or a profile file path"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON Result object on stdout instead of streaming the output"},
 			&cli.StringFlag{Name: "c", Usage: "run Python `CODE` given on the command line"},
@@ -249,7 +249,7 @@ func execCommand(rawArgs []string, t0 int64) *cli.Command {
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line about the run to `FILE` (fsync'd); a run that cannot be logged fails"},
 			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
 			&cli.StringSliceFlag{Name: "resolve", Usage: "with --net allow, resolve `NAME:PORT:ADDR` to ADDR for this run, like curl's --resolve (repeatable); NAME must still be allowed"},
-		}, profileFlags()...),
+		}, profileFlags()...)),
 		Action: func(c *cli.Context) error { return execAction(c, rawArgs, t0) },
 	}
 }

@@ -63,10 +63,68 @@ func profileCommand(seccompRules func(policy string) ([]string, error)) *cli.Com
 func profileFlags() []cli.Flag {
 	out := make([]cli.Flag, 0, len(profiles.Flags))
 	for _, f := range profiles.Flags {
+		names := []string{f.Name}
 		if f.IsList() {
-			out = append(out, &cli.StringSliceFlag{Name: f.Name, Usage: f.Usage, Category: f.Category, DefaultText: f.DefaultText()})
+			out = append(out, namedSliceFlag{&cli.StringSliceFlag{Name: f.Name, Usage: f.Usage, Category: f.Category, DefaultText: f.DefaultText()}, names})
 		} else {
-			out = append(out, &cli.StringFlag{Name: f.Name, Usage: f.Usage, Category: f.Category, DefaultText: f.DefaultText()})
+			out = append(out, namedStringFlag{&cli.StringFlag{Name: f.Name, Usage: f.Usage, Category: f.Category, DefaultText: f.DefaultText()}, names})
+		}
+	}
+	return out
+}
+
+// namedStringFlag and namedSliceFlag are the profile flags with their
+// Names() computed once. urfave/cli v2 runs every flag's action check on
+// every command (runFlagActions: IsSet of each flag, which scans every
+// flag's Names()), and each Names() call runs a regexp (FlagNames): with
+// ~45 flags on exec that was ~1000 regexp calls, ~0.3–0.5 ms of CPU per
+// sbx exec (perf, issue 13). Everything else is the embedded flag's.
+type namedStringFlag struct {
+	*cli.StringFlag
+	names []string
+}
+
+func (f namedStringFlag) Names() []string { return f.names }
+
+type namedSliceFlag struct {
+	*cli.StringSliceFlag
+	names []string
+}
+
+func (f namedSliceFlag) Names() []string { return f.names }
+
+type namedBoolFlag struct {
+	*cli.BoolFlag
+	names []string
+}
+
+func (f namedBoolFlag) Names() []string { return f.names }
+
+type namedGenericFlag struct {
+	*cli.GenericFlag
+	names []string
+}
+
+func (f namedGenericFlag) Names() []string { return f.names }
+
+// cachedNames gives every flag of fs of these four types its Names()
+// computed once, as profileFlags does (the others, and those already
+// wrapped, stay as they are). Help is unchanged: it prints through the
+// embedded flag's own String.
+func cachedNames(fs []cli.Flag) []cli.Flag {
+	out := make([]cli.Flag, len(fs))
+	for i, f := range fs {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			out[i] = namedStringFlag{f, f.Names()}
+		case *cli.StringSliceFlag:
+			out[i] = namedSliceFlag{f, f.Names()}
+		case *cli.BoolFlag:
+			out[i] = namedBoolFlag{f, f.Names()}
+		case *cli.GenericFlag:
+			out[i] = namedGenericFlag{f, f.Names()}
+		default:
+			out[i] = f
 		}
 	}
 	return out
@@ -79,10 +137,24 @@ func applyFlags(c *cli.Context, p *profiles.Profile) error {
 }
 
 // flagValues reads a flag from the first of ctxs that has it set.
+//
+// Each context's set flags are listed once (FlagNames: the flag set's
+// Visit, linear) and only a listed name is asked IsSet. IsSet of a flag
+// that is not set scans every flag of the command, and each flag's Names()
+// runs a regexp (urfave/cli v2's FlagNames): asked for each of the ~30
+// profile flags, that was ~1000 regexp calls, a third of a millisecond
+// of CPU in every sbx exec (perf, issue 13).
 func flagValues(ctxs ...*cli.Context) func(name string) ([]string, bool) {
+	set := make([]map[string]bool, len(ctxs))
+	for i, c := range ctxs {
+		set[i] = map[string]bool{}
+		for _, n := range c.FlagNames() {
+			set[i][n] = true
+		}
+	}
 	return func(name string) ([]string, bool) {
-		for _, c := range ctxs {
-			if !c.IsSet(name) {
+		for i, c := range ctxs {
+			if !set[i][name] || !c.IsSet(name) {
 				continue
 			}
 			if vals := c.StringSlice(name); vals != nil {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -226,7 +227,9 @@ func annotate(res *nsjail.Result, cfg *Config, p nsjail.Payload) {
 
 // pythonVersionRE finds the version in an interpreter's file name:
 // python3.11 -> 3.11.
-var pythonVersionRE = regexp.MustCompile(`^python(\d+\.\d+)$`)
+// Compiled on first use, not at package init: every sbx process, the
+// init included, runs every package's init (issue 13).
+var pythonVersionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^python(\d+\.\d+)$`) })
 
 // rootInterpreter names the python3 the sandbox's PATH finds in a root
 // that is not an image's, resolved as the sandbox sees it: the host's
@@ -251,7 +254,7 @@ func rootInterpreter(root string, env []string) *nsjail.Interpreter {
 			continue
 		}
 		ver := ""
-		if m := pythonVersionRE.FindStringSubmatch(filepath.Base(real)); m != nil {
+		if m := pythonVersionRE().FindStringSubmatch(filepath.Base(real)); m != nil {
 			ver = m[1]
 		}
 		return &nsjail.Interpreter{Path: real, Version: ver}

@@ -54,10 +54,12 @@ const ndjson = "application/x-ndjson"
 
 // requestIDPattern is what a client's X-Request-Id may be to be kept: it
 // goes into the audit log and response headers, so nothing else.
-var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+// Compiled on first use, not at package init: every sbx process, the
+// init included, runs every package's init (issue 13).
+var requestIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`) })
 
 func requestID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); requestIDPattern.MatchString(id) {
+	if id := r.Header.Get("X-Request-Id"); requestIDPattern().MatchString(id) {
 		return id
 	}
 	return newID()
