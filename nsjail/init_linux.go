@@ -91,7 +91,8 @@ func (in *initProc) run() int {
 	unix.CloseOnExec(controlFD)
 	unix.CloseOnExec(statusFD)
 	unix.CloseOnExec(filesFD)
-	unix.CloseOnExec(proxyFD) // EBADF without a proxy; harmless
+	unix.CloseOnExec(proxyFD)   // EBADF without a proxy; harmless
+	unix.CloseOnExec(sessionFD) // EBADF without a session; passed by name below
 	unix.Umask(0o022)
 	// Bringing lo up needs nothing from the Spec: it runs beside the
 	// mounts, on another thread of the same network namespace.
@@ -476,10 +477,16 @@ func (in *initProc) supervise(argv0 string, p *Payload) int {
 		}
 		return in.reap(pid)
 	}
+	files := []uintptr{0, 1, 2}
+	if in.spec.Session {
+		// The session driver's channel, its fd 3; it keeps it from
+		// what it runs (session_driver.py).
+		files = append(files, sessionFD)
+	}
 	pid, err := syscall.ForkExec(argv0, p.Argv, &syscall.ProcAttr{
 		Dir:   in.spec.Workdir,
 		Env:   in.environ,
-		Files: []uintptr{0, 1, 2},
+		Files: files,
 		// A new session: the payload has no controlling terminal, so
 		// TIOCSTI and friends have nothing to act on (CVE-2017-5226).
 		Sys: &syscall.SysProcAttr{Setsid: true},

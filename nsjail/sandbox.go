@@ -289,7 +289,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	}
 	p := &s.p
 	s.onTeardown(p.closeAll)
-	if err := p.open(job.Stdin != nil, job.Proxy != nil); err != nil {
+	if err := p.open(job.Stdin != nil, job.Proxy != nil, job.Spec.Session); err != nil {
 		return err
 	}
 	s.ctlW = p.ctlW

@@ -19,6 +19,7 @@ const (
 	statusFD  = 4 // init -> supervisor: Status lines
 	filesFD   = 5 // init -> supervisor: the workspace report (files.go)
 	proxyFD   = 6 // unix socket: the proxy's listening socket goes to the supervisor
+	sessionFD = 7 // SOCK_SEQPACKET: a session's channel, the payload's fd 3 (Spec.Session)
 )
 
 // initArg is argv[1] of the re-executed binary that makes it the init.

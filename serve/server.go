@@ -85,6 +85,8 @@ type Config struct {
 	OnResult func(Finished)
 	// Log gets the server's own messages (stderr by default).
 	Log func(format string, args ...any)
+	// MaxSessions caps the open sessions (sessions.go).
+	MaxSessions int
 }
 
 // Finished is one run as the OnResult hook sees it.
@@ -107,6 +109,7 @@ type Server struct {
 	// kill ends the runs still going when the drain times out.
 	killCtx context.Context
 	kill    context.CancelCauseFunc
+	sess    *sessions
 }
 
 // ErrDrained is the cause of the runs a drain killed.
@@ -162,6 +165,7 @@ func New(cfg Config) (*Server, error) {
 	s.Handle("GET /v1/version", true, http.HandlerFunc(s.version))
 	s.Handle("GET /v1/profiles", true, http.HandlerFunc(s.profiles))
 	s.Handle("POST /v1/exec", true, http.HandlerFunc(s.exec))
+	s.registerSessions()
 	return s, nil
 }
 
@@ -194,6 +198,7 @@ func (s *Server) Drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	done := s.adm.close()
+	s.closeSessions()
 	select {
 	case <-done:
 	case <-ctx.Done():
