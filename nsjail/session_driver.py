@@ -63,7 +63,9 @@ def kernel(sock, gen):
     g = main.__dict__
     for s in (sys.stdout, sys.stderr):
         try:
-            s.reconfigure(line_buffering=True)
+            # Whole lines: PYTHONUNBUFFERED (sbx's base environment) would
+            # make print("a") two writes, and two log chunks.
+            s.reconfigure(line_buffering=True, write_through=False)
         except Exception:
             pass
     warnings.filterwarnings("ignore", message=".*non-interactive.*")

@@ -171,7 +171,7 @@ func StartSession(ctx context.Context, job *Job) (*Session, error) {
 		ss.mu.Unlock()
 	case <-ss.dead:
 		ss.Close()
-		return nil, fmt.Errorf("session driver ended before it was ready: %s", ss.endReason())
+		return nil, fmt.Errorf("session driver ended before it was ready: %s", ss.EndReason())
 	case <-ctx.Done():
 		ss.Close()
 		return nil, context.Cause(ctx)
@@ -192,8 +192,8 @@ func (ss *Session) Ended() *Result {
 	return ss.result
 }
 
-// endReason says why the sandbox ended, from its Result.
-func (ss *Session) endReason() string {
+// EndReason says why the sandbox ended, from its Result.
+func (ss *Session) EndReason() string {
 	res := ss.Ended()
 	if res == nil {
 		return "it was closed"
@@ -461,7 +461,7 @@ func (ss *Session) Run(ctx context.Context, c Cell) (*Execution, error) {
 	default:
 		ex.Status = ExecSessionEnded
 		<-ss.dead
-		ex.Message = "the session's sandbox ended: " + ss.endReason()
+		ex.Message = "the session's sandbox ended: " + ss.EndReason()
 	}
 	return ss.finishExec(ex, cl, t0, cpu0), nil
 }

@@ -104,6 +104,7 @@ type sessions struct {
 	execs  map[nsjail.ExecStatus]int64
 	ends   map[SessionEndReason]int64
 	closed bool
+	log    func(format string, args ...any)
 }
 
 type liveSession struct {
@@ -147,6 +148,7 @@ func (s *Server) SessionStats() SessionStats { return s.sess.Stats() }
 
 func (s *Server) registerSessions() {
 	s.sess = newSessions(s.cfg.MaxSessions)
+	s.sess.log = s.cfg.Log
 	s.Handle("POST /v1/sessions", true, http.HandlerFunc(s.createSession))
 	s.Handle("GET /v1/sessions/{id}", true, s.withSession(s.getSession))
 	s.Handle("DELETE /v1/sessions/{id}", true, s.withSession(s.deleteSession))
@@ -176,6 +178,9 @@ func (s *Server) closeSessions() {
 // finish ends a session once: its sandbox is destroyed, it is forgotten.
 func (m *sessions) finish(ls *liveSession, why SessionEndReason) {
 	ls.end.Do(func() {
+		if why == EndDied && m.log != nil {
+			m.log("session %s ended: %s", ls.id, ls.ss.EndReason())
+		}
 		m.mu.Lock()
 		delete(m.byID, ls.id)
 		m.ends[why]++
