@@ -567,3 +567,19 @@ func (s *Server) sessionDeleteFile(w http.ResponseWriter, r *http.Request, ls *l
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// WriteSessionMetrics writes the session metrics in Prometheus' text
+// format, for the /metrics handler to append (its owner, metrics.go,
+// registers the route).
+func (s *Server) WriteSessionMetrics(w io.Writer) {
+	st := s.SessionStats()
+	fmt.Fprintf(w, "# HELP sbx_sessions_active Sessions open now.\n# TYPE sbx_sessions_active gauge\nsbx_sessions_active %d\n", st.Active)
+	fmt.Fprintf(w, "# HELP sbx_session_executions_total Cells run in sessions, by how they ended.\n# TYPE sbx_session_executions_total counter\n")
+	for _, k := range []nsjail.ExecStatus{nsjail.ExecOK, nsjail.ExecError, nsjail.ExecTimeout, nsjail.ExecInterrupted, nsjail.ExecKilled, nsjail.ExecSessionEnded} {
+		fmt.Fprintf(w, "sbx_session_executions_total{status=%q} %d\n", k, st.Executions[k])
+	}
+	fmt.Fprintf(w, "# HELP sbx_session_ends_total Sessions ended, by why.\n# TYPE sbx_session_ends_total counter\n")
+	for _, k := range []SessionEndReason{EndDeleted, EndTTL, EndIdle, EndDied, EndDrain} {
+		fmt.Fprintf(w, "sbx_session_ends_total{reason=%q} %d\n", k, st.Ends[k])
+	}
+}
