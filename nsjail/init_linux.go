@@ -44,7 +44,7 @@ func Init() {
 	runtime.LockOSThread()
 	status := os.NewFile(statusFD, "status")
 	ctl := os.NewFile(controlFD, "control")
-	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
+	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1, report: -1}
 	in.tl.on = true // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
 	os.Exit(in.run())
@@ -77,6 +77,9 @@ type initProc struct {
 	// warm is the waiting interpreter of a warm sandbox (warm_linux.go);
 	// warmBase what its preload used, left out of the payload's usage.
 	warm, warmBase *warmProc
+	// report listens for the Python runner's report, read for
+	// Result.Error once the payload is gone (warm_linux.go); -1 without.
+	report int
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -468,6 +471,15 @@ func execErrno(err error) int {
 // supervise starts the payload, forwards the supervisor's signals to it,
 // reaps every process of the sandbox, and reports the payload's status.
 func (in *initProc) supervise(argv0 string, p *Payload) int {
+	if in.warm == nil && p.CaptureError && pythonArgv(p.Argv) {
+		// A cold Python payload starts through its runner, which
+		// reports its uncaught exception.
+		if err := in.startRunner(p.Argv[0], argv0); err != nil {
+			killAll()
+			in.send(stepErrorMsg("start the Python runner", "", err))
+			return 1
+		}
+	}
 	if in.warm != nil {
 		pid, err := in.handOff(p)
 		if err != nil {
@@ -561,6 +573,7 @@ func (in *initProc) reap(pid int) int {
 		Tasks:      tasks,
 	}
 	in.subtractWarmBase(&m)
+	m.PyError = in.readReport()
 	if in.denials != nil {
 		c := in.denials.stop()
 		m.Denials, m.DenialsOther, m.DenialsKnown = c.byNr, c.other, c.known

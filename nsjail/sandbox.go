@@ -369,6 +369,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	// What this request asks of the report and of the init travels with
 	// its payload, never in the Spec.
 	pl.Send, pl.Timings = s.sink != nil, s.tl.on
+	pl.CaptureError = pythonArgv(pl.Argv) && !job.Spec.Session
 	outputs := job.Spec.Outputs
 	outputs.Send = pl.Send
 	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})

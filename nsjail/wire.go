@@ -182,6 +182,9 @@ type StatusMsg struct {
 	// FilterKilled says the init killed the payload itself for the
 	// filter: a call through another ABI (seccomp_linux.go).
 	FilterKilled bool `json:"filter_killed,omitempty"`
+	// PyError is what the Python runner reported the payload died of
+	// (Payload.CaptureError, or a warm payload).
+	PyError *PyError `json:"py_error,omitempty"`
 }
 
 // cpuTime is the CPU time the kernel accounted to the payload and every

@@ -110,6 +110,10 @@ type Payload struct {
 	// Lower are the limits this payload lowers (warm.go), applied when it
 	// is claimed.
 	Lower *Lower `json:"lower,omitempty"`
+	// CaptureError asks for a Python payload (python3 SCRIPT or -c
+	// CODE) to be started by the runner that reports its uncaught
+	// exception (Result.Error); the supervisor sets it from Argv.
+	CaptureError bool `json:"capture_error,omitempty"`
 }
 
 // File is one input streamed into the workspace. Its Size bytes follow the
