@@ -401,7 +401,7 @@ func (ss *Session) Run(ctx context.Context, c Cell) (*Execution, error) {
 		return nil, err
 	}
 	t0 := time.Now()
-	cpu0, _ := ss.cpu()
+	st0, _ := ss.stats()
 	ss.mu.Lock()
 	ss.count++
 	cl := &cell{seq: uint32(ss.count), t0: t0, stdout: newCapture(SessionOutputLimit, nil), stderr: newCapture(SessionOutputLimit, nil),
@@ -417,7 +417,7 @@ func (ss *Session) Run(ctx context.Context, c Cell) (*Execution, error) {
 	}()
 	if err := ss.send(frameCell, cl.seq, body); err != nil {
 		ex.Status, ex.Message = ExecSessionEnded, err.Error()
-		return ss.finishExec(ex, cl, t0, cpu0), nil
+		return ss.finishExec(ex, cl, t0, st0), nil
 	}
 	var timeout <-chan time.Time
 	if c.Timeout > 0 {
@@ -452,8 +452,8 @@ func (ss *Session) Run(ctx context.Context, c Cell) (*Execution, error) {
 		}
 	case "died":
 		ex.Status, ex.Message = ExecKilled, d.Detail+"; a new interpreter was started"
-		if st, ok := ss.stats(); ok && st.OOMKills > 0 {
-			ex.Message = fmt.Sprintf("%s (the memory limit: the cgroup's OOM killer has killed %d processes of the session)", ex.Message, st.OOMKills)
+		if st, ok := ss.stats(); ok && st.OOMKills > st0.OOMKills {
+			ex.Message = fmt.Sprintf("%s (the memory limit: the cgroup's OOM killer killed %d processes of the session during the cell)", ex.Message, st.OOMKills-st0.OOMKills)
 		}
 		ss.awaitReady()
 	case "killed":
@@ -463,7 +463,7 @@ func (ss *Session) Run(ctx context.Context, c Cell) (*Execution, error) {
 		<-ss.dead
 		ex.Message = "the session's sandbox ended: " + ss.EndReason()
 	}
-	return ss.finishExec(ex, cl, t0, cpu0), nil
+	return ss.finishExec(ex, cl, t0, st0), nil
 }
 
 // interrupt sends the cell SIGINT, and when it does not yield within
@@ -551,7 +551,7 @@ func (ss *Session) Interrupt() bool {
 	return true
 }
 
-func (ss *Session) finishExec(ex *Execution, cl *cell, t0 time.Time, cpu0 time.Duration) *Execution {
+func (ss *Session) finishExec(ex *Execution, cl *cell, t0 time.Time, st0 sessionStats) *Execution {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ex.Stdout, ex.StdoutTruncated, ex.StdoutBytes = cl.stdout.String(), cl.stdout.Truncated(), cl.stdout.Total()
@@ -566,31 +566,28 @@ func (ss *Session) finishExec(ex *Execution, cl *cell, t0 time.Time, cpu0 time.D
 	}
 	ex.Error = cl.err
 	ex.StateLost = cl.lost
-	ex.Usage.WallMS = time.Since(t0).Milliseconds()
-	if cpu1, ok := ss.cpu(); ok {
-		ex.Usage.CPUMS = max(0, (cpu1 - cpu0).Milliseconds())
+	if ex.Error != nil && ex.Error.Name == "MemoryError" {
+		// Without a cgroup the memory limit is RLIMIT_AS: the cell
+		// gets MemoryError instead of the OOM killer (evidence
+		// python_memory_error in a Result).
+		ex.Limit = "memory"
 	}
+	ex.Usage.WallMS = time.Since(t0).Milliseconds()
 	if st, ok := ss.stats(); ok {
+		ex.Usage.CPUMS = max(0, (st.UserCPU + st.SystemCPU - st0.UserCPU - st0.SystemCPU).Milliseconds())
 		ex.Usage.MemoryPeakBytes = st.PeakMemoryBytes
+		switch {
+		case st.OOMKills > st0.OOMKills:
+			ex.Limit = "memory"
+		case st.PidsMaxEvents > st0.PidsMaxEvents:
+			ex.Limit = "pids"
+		}
 	}
 	return ex
 }
 
-// cpu is the sandbox's CPU so far (the cgroup's).
-func (ss *Session) cpu() (time.Duration, bool) {
-	st, ok := ss.stats()
-	if !ok {
-		return 0, false
-	}
-	return st.UserCPU + st.SystemCPU, true
-}
-
 // stats are the sandbox's cgroup's, when it has one.
-func (ss *Session) stats() (st struct {
-	UserCPU, SystemCPU time.Duration
-	PeakMemoryBytes    int64
-	OOMKills           int64
-}, ok bool) {
+func (ss *Session) stats() (st sessionStats, ok bool) {
 	s := ss.sb.s
 	select {
 	case <-s.cgReady:
@@ -604,8 +601,15 @@ func (ss *Session) stats() (st struct {
 	if err != nil {
 		return st, false
 	}
-	st.UserCPU, st.SystemCPU, st.PeakMemoryBytes, st.OOMKills = c.UserCPU, c.SystemCPU, c.PeakMemoryBytes, c.OOMKills
-	return st, true
+	return sessionStats{c.UserCPU, c.SystemCPU, c.PeakMemoryBytes, c.OOMKills, c.PidsMaxEvents}, true
+}
+
+// sessionStats are the cgroup's counts a cell's Execution is made of.
+type sessionStats struct {
+	UserCPU, SystemCPU time.Duration
+	PeakMemoryBytes    int64
+	OOMKills           int64
+	PidsMaxEvents      int64
 }
 
 // SessionInfo is what a session says of itself.

@@ -418,3 +418,34 @@ func TestSessionExpiry(t *testing.T) {
 		}
 	})
 }
+
+// Memory or pids exhaustion inside a cell is reported as that limit, and
+// the session's fate is stated: the memory limit's OOM kill restarts the
+// interpreter (state_lost), a refused fork leaves it as it was.
+func TestSessionLimits(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "")
+		id := s.newSession(map[string]any{"limits": map[string]any{"memory": "256M", "pids": 32}})
+		s.cell(id, "x = 41")
+		ex := s.cell(id, "hog = []\nwhile True: hog.append(b'a' * (1 << 20))", "timeout", "60s")
+		cgroup := ex.Usage.MemoryPeakBytes > 0
+		switch {
+		case ex.Limit != "memory":
+			t.Errorf("a memory hog: limit %q, want memory (%+v)", ex.Limit, ex)
+		case cgroup && (ex.Status != nsjail.ExecKilled || !ex.StateLost || !strings.Contains(ex.Message, "OOM killer")):
+			t.Errorf("a memory hog under a cgroup: %+v, want killed, state_lost, the OOM killer named", ex)
+		case !cgroup && (ex.Status != nsjail.ExecError || ex.StateLost || ex.Error.Name != "MemoryError"):
+			t.Errorf("a memory hog under rlimits: %+v, want MemoryError with the state kept", ex)
+		}
+		if ex := s.cell(id, "print('after')"); ex.Stdout != "after\n" || ex.Limit != "" {
+			t.Errorf("the cell after the hog: %+v", ex)
+		}
+		ex = s.cell(id, "import os, time\nn = 0\ntry:\n    while n < 1000:\n        if os.fork() == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('refused', e.errno)", "timeout", "60s")
+		if !strings.HasPrefix(ex.Stdout, "refused 11") || ex.StateLost || (cgroup && ex.Limit != "pids") {
+			t.Errorf("a fork bomb: %+v, want refused forks, the state kept, and limit pids under a cgroup", ex)
+		}
+		if ex := s.cell(id, "1 + 1"); mainText(ex) != "2" {
+			t.Errorf("after the fork bomb: %+v", ex)
+		}
+	})
+}

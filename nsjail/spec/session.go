@@ -48,8 +48,13 @@ type Execution struct {
 	Error            *PyError     `json:"error"`
 	// StateLost: the interpreter was restarted during this cell, or
 	// since the last one: its globals are gone, the workspace is not.
-	StateLost bool      `json:"state_lost"`
-	Usage     ExecUsage `json:"usage"`
+	StateLost bool `json:"state_lost"`
+	// Limit names the sandbox limit the cell ran into, from the cgroup's
+	// counts during it: "memory" (the OOM killer killed a process of the
+	// session, or without a cgroup the cell raised MemoryError) or "pids"
+	// (the cgroup refused a fork); absent when none.
+	Limit string    `json:"limit,omitempty"`
+	Usage ExecUsage `json:"usage"`
 	// Message says why, for anything but ok and error.
 	Message string `json:"message,omitempty"`
 }
