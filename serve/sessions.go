@@ -46,6 +46,8 @@ type SessionRequest struct {
 	TTL         json.RawMessage `json:"ttl"`
 	IdleTimeout json.RawMessage `json:"idle_timeout"`
 	Metadata    json.RawMessage `json:"metadata"`
+	// FromSnapshot restores a snapshot's workspace (snapshots.go).
+	FromSnapshot string `json:"from_snapshot"`
 }
 
 // SessionResponse is POST /v1/sessions' answer, and GET's.
@@ -105,6 +107,7 @@ type sessions struct {
 	ends   map[SessionEndReason]int64
 	closed bool
 	log    func(format string, args ...any)
+	snaps  snapshots
 }
 
 type liveSession struct {
@@ -155,6 +158,7 @@ func (s *Server) registerSessions() {
 	s.Handle("POST /v1/sessions/{id}/exec", true, s.withSession(s.sessionExec))
 	s.Handle("POST /v1/sessions/{id}/interrupt", true, s.withSession(s.sessionInterrupt))
 	s.Handle("POST /v1/sessions/{id}/restart", true, s.withSession(s.sessionRestart))
+	s.Handle("POST /v1/sessions/{id}/snapshot", true, s.withSession(s.sessionSnapshot))
 	s.Handle("GET /v1/sessions/{id}/files", true, s.withSession(s.sessionGetFile))
 	s.Handle("PUT /v1/sessions/{id}/files", true, s.withSession(s.sessionPutFile))
 	s.Handle("DELETE /v1/sessions/{id}/files", true, s.withSession(s.sessionDeleteFile))
@@ -173,6 +177,7 @@ func (s *Server) closeSessions() {
 	for _, ls := range all {
 		m.finish(ls, EndDrain)
 	}
+	m.snaps.removeAll()
 }
 
 // finish ends a session once: its sandbox is destroyed, it is forgotten.
@@ -288,6 +293,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	var snap *snapshot
+	if req.FromSnapshot != "" {
+		if snap = s.sess.snaps.get(req.FromSnapshot, tokenName(r.Context())); snap == nil {
+			writeError(w, http.StatusNotFound, "no_snapshot", fmt.Sprintf("from_snapshot: no snapshot %.80q on this host", req.FromSnapshot))
+			return
+		}
+	}
 	if cfg.Proxy != nil {
 		// The proxy's lifetime is a run's today (engine.Run); a session
 		// would need it for its own.
@@ -327,6 +339,16 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		m.mu.Unlock()
 		writeError(w, http.StatusInternalServerError, "session_start", err.Error())
 		return
+	}
+	if snap != nil {
+		if err := restore(r, ss, snap); err != nil {
+			ss.Close()
+			m.mu.Lock()
+			delete(m.byID, id)
+			m.mu.Unlock()
+			writeError(w, http.StatusInternalServerError, "session_start", err.Error())
+			return
+		}
 	}
 	ls := &liveSession{id: id, token: tokenName(r.Context()), profile: cfg.Profile.Name, ss: ss, cfg: cfg, expires: time.Now().Add(ttl), idle: idle, last: time.Now(), ended: make(chan struct{})}
 	m.mu.Lock()

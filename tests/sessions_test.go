@@ -449,3 +449,41 @@ func TestSessionLimits(t *testing.T) {
 		}
 	})
 }
+
+// A snapshot of a session's workspace is restored into a new session;
+// the interpreter's state is not. The drain removes the snapshots.
+func TestSessionSnapshot(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "")
+		a := s.newSession(map[string]any{})
+		s.cell(a, "import os\nx = 41\nos.makedirs('d/e')\nopen('d/e/f.txt', 'w').write('deep')\nopen('top.bin', 'wb').write(bytes(range(256)) * 1000)")
+		resp := s.do("POST", "/v1/sessions/"+a+"/snapshot", nil)
+		var snap struct {
+			ID    string `json:"snapshot_id"`
+			Files int    `json:"files"`
+		}
+		json.NewDecoder(resp.Body).Decode(&snap)
+		resp.Body.Close()
+		if resp.StatusCode != 201 || snap.ID == "" || snap.Files != 2 {
+			t.Fatalf("snapshot: %s %+v", resp.Status, snap)
+		}
+		s.cell(a, "open('later.txt', 'w').write('after the snapshot')")
+		s.do("DELETE", "/v1/sessions/"+a, nil).Body.Close()
+		b := s.newSession(map[string]any{"from_snapshot": snap.ID})
+		ex := s.cell(b, "import os, hashlib\nprint(open('d/e/f.txt').read(), hashlib.sha256(open('top.bin', 'rb').read()).hexdigest() == hashlib.sha256(bytes(range(256)) * 1000).hexdigest(), os.path.exists('later.txt'), 'x' in globals())")
+		if ex.Stdout != "deep True False False\n" {
+			t.Errorf("restored session: %q, want the snapshot's files and fresh globals", ex.Stdout)
+		}
+		resp = s.do("POST", "/v1/sessions", map[string]any{"from_snapshot": "snap-nope"})
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("an unknown snapshot: %s, want 404", resp.Status)
+		}
+		if err := s.stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		if ents, _ := os.ReadDir(s.tmp); len(ents) > 0 {
+			t.Errorf("the server left %v in its TMPDIR", ents)
+		}
+	})
+}
