@@ -188,6 +188,7 @@ func newAppWith(args []string, d deps) *cli.App {
 		profileCommand(d.seccompRules),
 		doctorCommand(),
 		serveCommand(),
+		replCommand(),
 		versionCommand(),
 	}
 	if genDocsCommand != nil {

@@ -487,3 +487,16 @@ func TestSessionSnapshot(t *testing.T) {
 		}
 	})
 }
+
+// sbx repl: a live session at a prompt, run locally, no server.
+func TestRepl(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		out := r.exec(t, "x = 41\nx + 1\ndef f(n):\n    return 10 / n\n\nf(2)\nf(0)\nfor i in range(2):\n    print(i)\n\nx\n", "repl", "--profile", "strict")
+		if out.code != 0 || out.stdout != "42\n5.0\n0\n1\n41\n" {
+			t.Errorf("sbx repl: exit %d, stdout %q, stderr %q", out.code, out.stdout, out.stderr)
+		}
+		if !strings.Contains(out.stderr, "File \"<cell-3>\", line 2, in f\n    return 10 / n\nZeroDivisionError: division by zero") {
+			t.Errorf("sbx repl's traceback: %q", out.stderr)
+		}
+	})
+}
