@@ -471,10 +471,10 @@ func execErrno(err error) int {
 // supervise starts the payload, forwards the supervisor's signals to it,
 // reaps every process of the sandbox, and reports the payload's status.
 func (in *initProc) supervise(argv0 string, p *Payload) int {
-	if in.warm == nil && p.CaptureError && pythonArgv(p.Argv) {
+	if in.warm == nil && p.CaptureError && pythonArgv(p.Argv) && argvBytes(p.Argv) <= maxRunnerArgv {
 		// A cold Python payload starts through its runner, which
 		// reports its uncaught exception.
-		if err := in.startRunner(p.Argv[0], argv0); err != nil {
+		if err := in.startRunner(p.Argv[0], argv0, p.Argv); err != nil {
 			killAll()
 			in.send(stepErrorMsg("start the Python runner", "", err))
 			return 1

@@ -268,11 +268,22 @@ func (ss *Session) read() {
 
 func (ss *Session) dispatch(kind byte, seq uint32, more bool, body []byte) {
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
+	live := ss.dispatchLocked(kind, seq, more, body)
+	ss.mu.Unlock()
+	// A streaming client is written to outside the lock: a slow one
+	// holds the reader (and so the cell), never Interrupt or Info.
+	if live != nil {
+		live()
+	}
+}
+
+// dispatchLocked files one frame; it returns the live copy of output to
+// make once the lock is released, or nil.
+func (ss *Session) dispatchLocked(kind byte, seq uint32, more bool, body []byte) func() {
 	switch kind {
 	case frameReady:
 		if seq <= ss.gen {
-			return
+			return nil
 		}
 		ss.gen = seq
 		if ss.cur != nil {
@@ -284,22 +295,22 @@ func (ss *Session) dispatch(kind byte, seq uint32, more bool, body []byte) {
 		case ss.readyC <- seq:
 		default:
 		}
-		return
+		return nil
 	case frameReply, frameData:
 		if r := ss.reqs[seq]; r != nil {
 			if r.take(kind, more, body) {
 				delete(ss.reqs, seq)
 			}
 		}
-		return
+		return nil
 	}
 	c := ss.cur
 	if c == nil || c.seq != seq {
-		return // not the running cell's: dropped
+		return nil // not the running cell's: dropped
 	}
 	switch kind {
 	case frameStdout, frameStderr:
-		c.output(kind, body)
+		return c.output(kind, body)
 	case frameResult, frameError:
 		if c.part == nil {
 			c.part = map[byte][]byte{}
@@ -310,13 +321,13 @@ func (ss *Session) dispatch(kind byte, seq uint32, more bool, body []byte) {
 			if !more {
 				delete(c.part, kind)
 			}
-			return
+			return nil
 		}
 		c.resultBytes += len(body)
 		p = append(p, body...)
 		if more {
 			c.part[kind] = p
-			return
+			return nil
 		}
 		delete(c.part, kind)
 		if kind == frameResult {
@@ -340,10 +351,12 @@ func (ss *Session) dispatch(kind byte, seq uint32, more bool, body []byte) {
 		default:
 		}
 	}
+	return nil
 }
 
-// output keeps a chunk in the cell's capture and logs, and passes it on.
-func (c *cell) output(kind byte, data []byte) {
+// output keeps a chunk in the cell's capture and logs; it returns the
+// live copy to make, or nil.
+func (c *cell) output(kind byte, data []byte) func() {
 	stream, cp := "stdout", c.stdout
 	if kind == frameStderr {
 		stream, cp = "stderr", c.stderr
@@ -365,8 +378,10 @@ func (c *cell) output(kind byte, data []byte) {
 		c.logsCut = true
 	}
 	if c.onOutput != nil && len(keep) > 0 {
-		c.onOutput(stream, keep)
+		f := c.onOutput
+		return func() { f(stream, keep) }
 	}
+	return nil
 }
 
 // Cell is one cell to run.

@@ -86,3 +86,17 @@ func pythonArgv(argv []string) bool {
 
 // pythonProgram is the name of a CPython 3 interpreter.
 var pythonProgram = regexp.MustCompile(`^python3(\.[0-9]+)?$`)
+
+// maxRunnerArgv bounds the argv of a payload that starts through the
+// Python runner: its argv crosses twice (the handoff, and the runner's
+// own command line, for ps), so a larger one, near execve's ARG_MAX
+// (execve(2)), is started directly, without its error report.
+const maxRunnerArgv = 256 << 10
+
+func argvBytes(argv []string) int {
+	n := 0
+	for _, a := range argv {
+		n += len(a) + 1
+	}
+	return n
+}

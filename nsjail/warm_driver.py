@@ -52,6 +52,10 @@ def _sbx_report(rep, e, tb, filename, lines, os=__import__("os")):
 def _sbx_warm(os=__import__("os"), sys=__import__("sys"), report=_sbx_report):
     me = sys._getframe().f_code
     preload = sys.argv[1:]
+    if "--" in preload:
+        # A cold payload's own argv follows, only for /proc/PID/cmdline
+        # (ps, and what a host's tools match on): it comes on fd 3.
+        del preload[preload.index("--") :]
     # Nothing is imported from the (still empty) workspace while preloading.
     head = sys.path.pop(0)
     try:

@@ -88,8 +88,10 @@ func (in *initProc) startWarm(selfLimits []Rlimit) error {
 // the same process a warm one gets, without a preload, so that its
 // uncaught exception is reported (Result.Error). Its start is the
 // payload's, in its usage.
-func (in *initProc) startRunner(argv0, path string) error {
-	wp, err := in.forkDriver(argv0, path, nil, in.environ, nil)
+func (in *initProc) startRunner(argv0, path string, payload []string) error {
+	// After "--", the payload's argv, so that its command line shows
+	// what it runs (the driver reads it from the handoff).
+	wp, err := in.forkDriver(argv0, path, append([]string{"--"}, payload...), in.environ, nil)
 	if err != nil {
 		return err
 	}
