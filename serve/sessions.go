@@ -2,18 +2,23 @@ package serve
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/audit"
 	"github.com/sbx-sandbox/sbx/engine"
+	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
@@ -112,6 +117,7 @@ type sessions struct {
 
 type liveSession struct {
 	id, token, profile string
+	metadata           json.RawMessage
 	ss                 *nsjail.Session
 	cfg                *engine.Config
 	expires            time.Time
@@ -350,7 +356,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ls := &liveSession{id: id, token: tokenName(r.Context()), profile: cfg.Profile.Name, ss: ss, cfg: cfg, expires: time.Now().Add(ttl), idle: idle, last: time.Now(), ended: make(chan struct{})}
+	ls := &liveSession{id: id, token: tokenName(r.Context()), metadata: req.Metadata, profile: cfg.Profile.Name, ss: ss, cfg: cfg, expires: time.Now().Add(ttl), idle: idle, last: time.Now(), ended: make(chan struct{})}
 	m.mu.Lock()
 	m.byID[id] = ls
 	m.mu.Unlock()
@@ -410,6 +416,8 @@ func (s *Server) sessionRestart(w http.ResponseWriter, r *http.Request, ls *live
 }
 
 func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSession) {
+	reqID := requestID(r)
+	w.Header().Set("X-Request-Id", reqID)
 	var req SessionExecRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBody, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
@@ -484,6 +492,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSes
 	s.sess.mu.Lock()
 	s.sess.execs[ex.Status]++
 	s.sess.mu.Unlock()
+	s.auditCell(reqID, ls, *req.Code, t0, ex)
 	if st != nil {
 		ms := time.Since(t0).Milliseconds()
 		for i := range ex.Results {
@@ -603,5 +612,30 @@ func (s *Server) WriteSessionMetrics(w io.Writer) {
 	fmt.Fprintf(w, "# HELP sbx_session_ends_total Sessions ended, by why.\n# TYPE sbx_session_ends_total counter\n")
 	for _, k := range []SessionEndReason{EndDeleted, EndTTL, EndIdle, EndDied, EndDrain} {
 		fmt.Fprintf(w, "sbx_session_ends_total{reason=%q} %d\n", k, st.Ends[k])
+	}
+}
+
+// auditCell writes one audit line for a cell: the session's id and the
+// cell's number, the hash of its code, its status and usage, who asked.
+// A cell that cannot be logged still ran: the server says so in its log
+// (the Execution is already the client's).
+func (s *Server) auditCell(reqID string, ls *liveSession, code string, t0 time.Time, ex *nsjail.Execution) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	sum := sha256.Sum256([]byte(code))
+	e := &audit.Entry{
+		ID: fmt.Sprintf("%s/%d", ls.id, ex.ExecutionCount), Version: version.Version(), Commit: version.Commit(),
+		StartedAt: t0.UTC(), FinishedAt: time.Now().UTC(), InvokingUID: os.Getuid(),
+		Profile: ls.profile, ProfileSHA256: ls.cfg.ProfileSHA256, CodeSHA256: hex.EncodeToString(sum[:]),
+		Argv:   []string{fmt.Sprintf("<cell-%d>", ex.ExecutionCount)},
+		Inputs: []nsjail.InputEntry{}, Files: []nsjail.FileEntry{}, Network: []nsjail.Attempt{},
+		Usage:  nsjail.Usage{WallMS: ex.Usage.WallMS, CPUMS: ex.Usage.CPUMS, PeakMemoryBytes: ex.Usage.MemoryPeakBytes},
+		Status: nsjail.Status(ex.Status), Message: ex.Message,
+		Output:    audit.OutputCounts{StdoutBytes: ex.StdoutBytes, StderrBytes: ex.StderrBytes, StdoutTruncated: ex.StdoutTruncated, StderrTruncated: ex.StderrTruncated},
+		RequestID: reqID, Token: ls.token, Metadata: ls.metadata,
+	}
+	if err := s.cfg.Audit.Write(e); err != nil {
+		s.cfg.Log("session %s cell %d: %v", ls.id, ex.ExecutionCount, err)
 	}
 }

@@ -500,3 +500,37 @@ func TestRepl(t *testing.T) {
 		}
 	})
 }
+
+// Each cell is one audit line: the session's id and the cell's number,
+// the hash of its code, its status, the request id, token and metadata.
+func TestSessionAudit(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		dir := ownedDir(t, r)
+		log := dir + "/audit.jsonl"
+		s := startServe(t, r, "session-audit-token-0123456789", "--audit-log", log)
+		id := s.newSession(map[string]any{"metadata": map[string]any{"task": "t-9"}})
+		resp := s.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"code": "1/0"}, "X-Request-Id", "req-77")
+		resp.Body.Close()
+		b, _ := os.ReadFile(log)
+		var e struct {
+			ID         string         `json:"id"`
+			CodeSHA256 string         `json:"code_sha256"`
+			Status     string         `json:"status"`
+			RequestID  string         `json:"request_id"`
+			Token      string         `json:"token"`
+			Metadata   map[string]any `json:"metadata"`
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		json.Unmarshal([]byte(lines[len(lines)-1]), &e)
+		sum := sha256.Sum256([]byte("1/0"))
+		if e.ID != id+"/1" || e.CodeSHA256 != hex.EncodeToString(sum[:]) || e.Status != "error" || e.RequestID != "req-77" || e.Token != "agent-7" || e.Metadata["task"] != "t-9" {
+			t.Errorf("audit line: %+v\n%s", e, b)
+		}
+		// A wrong token is refused before any session is looked up.
+		resp = s.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"code": "1"}, "Authorization", "Bearer wrong")
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("a wrong token: %s", resp.Status)
+		}
+	})
+}
