@@ -125,6 +125,7 @@ type cell struct {
 	part           map[byte][]byte // fragments of a result or an error
 	done           chan cellDone
 	onOutput       func(stream string, data []byte)
+	onResult       func(*MIMEBundle, *PyError)
 	lost           bool // a kernel started during the cell
 }
 
@@ -334,11 +335,17 @@ func (ss *Session) dispatchLocked(kind byte, seq uint32, more bool, body []byte)
 			var b MIMEBundle
 			if json.Unmarshal(p, &b) == nil {
 				c.results = append(c.results, b)
+				if f := c.onResult; f != nil {
+					return func() { f(&b, nil) }
+				}
 			}
 		} else {
 			var e PyError
 			if json.Unmarshal(p, &e) == nil && c.err == nil {
 				c.err = &e
+				if f := c.onResult; f != nil {
+					return func() { f(nil, &e) }
+				}
 			}
 		}
 	case frameDone:
@@ -394,6 +401,9 @@ type Cell struct {
 	// OnOutput, when set, gets the cell's output as it comes (within the
 	// cap), from the session's reader: it must not block for long.
 	OnOutput func(stream string, data []byte)
+	// OnResult, when set, gets each result and the error as they come,
+	// the same way.
+	OnResult func(*MIMEBundle, *PyError)
 }
 
 // Run runs one cell and returns its Execution. ctx's end interrupts the
@@ -420,7 +430,7 @@ func (ss *Session) Run(ctx context.Context, c Cell) (*Execution, error) {
 	ss.mu.Lock()
 	ss.count++
 	cl := &cell{seq: uint32(ss.count), t0: t0, stdout: newCapture(SessionOutputLimit, nil), stderr: newCapture(SessionOutputLimit, nil),
-		done: make(chan cellDone, 1), onOutput: c.OnOutput, lost: ss.lost}
+		done: make(chan cellDone, 1), onOutput: c.OnOutput, onResult: c.OnResult, lost: ss.lost}
 	ss.lost = false
 	ss.cur = cl
 	ex := &Execution{ExecutionCount: ss.count}

@@ -458,6 +458,13 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSes
 				errw.Write(data)
 			}
 		}
+		cell.OnResult = func(b *nsjail.MIMEBundle, e *nsjail.PyError) {
+			ev := SessionEvent{Type: "result", TMS: time.Since(t0).Milliseconds(), Result: b}
+			if e != nil {
+				ev.Type, ev.Error = "error", e
+			}
+			st.sessionEvent(ev)
+		}
 		w.Header().Set("Content-Type", ndjson)
 		w.WriteHeader(http.StatusOK)
 		st.flush()
@@ -494,14 +501,8 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSes
 	s.sess.mu.Unlock()
 	s.auditCell(reqID, ls, *req.Code, t0, ex)
 	if st != nil {
-		ms := time.Since(t0).Milliseconds()
-		for i := range ex.Results {
-			st.sessionEvent(SessionEvent{Type: "result", TMS: ms, Result: &ex.Results[i]})
-		}
-		if ex.Error != nil {
-			st.sessionEvent(SessionEvent{Type: "error", TMS: ms, Error: ex.Error})
-		}
-		st.sessionEvent(SessionEvent{Type: "end", TMS: ms, Execution: ex})
+		// The results and the error went as they came (OnResult).
+		st.sessionEvent(SessionEvent{Type: "end", TMS: time.Since(t0).Milliseconds(), Execution: ex})
 		return
 	}
 	writeJSON(w, http.StatusOK, ex)

@@ -140,15 +140,17 @@ func TestSessionState(t *testing.T) {
 		}
 
 		// Streamed: stdout as it comes, then the result and the end.
-		resp := s.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"code": "import time\nprint('one', flush=True)\ntime.sleep(0.5)\nx * 2"}, "Accept", "application/x-ndjson")
+		resp := s.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"code": "import time\nprint('one', flush=True)\ndisplay('shown')\ntime.sleep(2)\nx * 2"}, "Accept", "application/x-ndjson")
 		defer resp.Body.Close()
 		var types []string
+		var resultAt []int64
 		var end *nsjail.Execution
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(nil, 16<<20)
 		for sc.Scan() {
 			var ev struct {
 				Type      string             `json:"type"`
+				TMS       int64              `json:"t_ms"`
 				Data      string             `json:"data"`
 				Result    *nsjail.MIMEBundle `json:"result"`
 				Execution *nsjail.Execution  `json:"execution"`
@@ -159,12 +161,18 @@ func TestSessionState(t *testing.T) {
 			if ev.Type != "keepalive" {
 				types = append(types, ev.Type)
 			}
+			if ev.Type == "result" {
+				resultAt = append(resultAt, ev.TMS)
+			}
 			if ev.Type == "end" {
 				end = ev.Execution
 			}
 		}
-		if strings.Join(types, ",") != "stdout,result,end" || end == nil || mainText(end) != "82" {
-			t.Errorf("streamed exec: %v, end %+v; want stdout,result,end and 82", types, end)
+		if strings.Join(types, ",") != "stdout,result,result,end" || end == nil || mainText(end) != "82" || len(end.Results) != 2 {
+			t.Errorf("streamed exec: %v, end %+v; want stdout,result,result,end and 82", types, end)
+		}
+		if len(resultAt) != 2 || resultAt[1]-resultAt[0] < 1000 {
+			t.Errorf("results streamed at %v ms, want the display() before the sleep, the value after", resultAt)
 		}
 	})
 }
