@@ -177,7 +177,9 @@ func (s *Server) closeSessions() {
 	m.closed = true
 	all := make([]*liveSession, 0, len(m.byID))
 	for _, ls := range m.byID {
-		all = append(all, ls)
+		if ls != nil { // nil: still starting; createSession sees closed
+			all = append(all, ls)
+		}
 	}
 	m.mu.Unlock()
 	for _, ls := range all {
@@ -358,6 +360,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ls := &liveSession{id: id, token: tokenName(r.Context()), metadata: req.Metadata, profile: cfg.Profile.Name, ss: ss, cfg: cfg, expires: time.Now().Add(ttl), idle: idle, last: time.Now(), ended: make(chan struct{})}
 	m.mu.Lock()
+	if m.closed {
+		// The drain began while it started.
+		delete(m.byID, id)
+		m.mu.Unlock()
+		ss.Close()
+		writeError(w, http.StatusServiceUnavailable, "draining", errDraining.Error())
+		return
+	}
 	m.byID[id] = ls
 	m.mu.Unlock()
 	go m.watch(ls)
