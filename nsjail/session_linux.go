@@ -183,6 +183,9 @@ func StartSession(ctx context.Context, job *Job) (*Session, error) {
 	return ss, nil
 }
 
+// ID is the sandbox's id (Spec.ID: its cgroup's name, its Result's id).
+func (ss *Session) ID() string { return ss.sb.s.job.Spec.ID }
+
 // Done is closed when the session's sandbox has ended.
 func (ss *Session) Done() <-chan struct{} { return ss.dead }
 

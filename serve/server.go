@@ -87,6 +87,10 @@ type Config struct {
 	Log func(format string, args ...any)
 	// MaxSessions caps the open sessions (sessions.go).
 	MaxSessions int
+	// SessionPool keeps N sessions started ahead, by profile name
+	// (--session-pool PROFILE=N): a POST /v1/sessions of that profile
+	// without limits or env takes one (session_pool.go).
+	SessionPool map[string]int
 }
 
 // Finished is one run as the OnResult hook sees it.

@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/nsjail"
+	"github.com/sbx-sandbox/sbx/pool"
 )
 
 // Sessions (issue 15): one sandbox per session, whose payload is the
@@ -63,6 +64,8 @@ type SessionResponse struct {
 	Profile     string    `json:"profile"`
 	Executions  int       `json:"executions"`
 	Running     bool      `json:"running"`
+	// Pooled says the session was started ahead (--session-pool).
+	Pooled bool `json:"pooled"`
 }
 
 // SessionExecRequest is the body of POST /v1/sessions/{id}/exec.
@@ -113,6 +116,7 @@ type sessions struct {
 	closed bool
 	log    func(format string, args ...any)
 	snaps  snapshots
+	pool   pool.Set[*nsjail.Session]
 }
 
 type liveSession struct {
@@ -120,6 +124,7 @@ type liveSession struct {
 	metadata           json.RawMessage
 	ss                 *nsjail.Session
 	cfg                *engine.Config
+	pooled             bool
 	expires            time.Time
 	idle               time.Duration
 	// active counts requests in progress; last is when the last ended.
@@ -157,6 +162,7 @@ func (s *Server) SessionStats() SessionStats { return s.sess.Stats() }
 
 func (s *Server) registerSessions() {
 	s.sess = newSessions(s.cfg.MaxSessions)
+	s.startSessionPool()
 	s.sess.log = s.cfg.Log
 	s.Handle("POST /v1/sessions", true, http.HandlerFunc(s.createSession))
 	s.Handle("GET /v1/sessions/{id}", true, s.withSession(s.getSession))
@@ -186,6 +192,9 @@ func (s *Server) closeSessions() {
 		m.finish(ls, EndDrain)
 	}
 	m.snaps.removeAll()
+	if m.pool != nil {
+		m.pool.Close()
+	}
 }
 
 // finish ends a session once: its sandbox is destroyed, it is forgotten.
@@ -331,16 +340,31 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	m.byID[id] = nil
 	m.mu.Unlock()
 
-	var p nsjail.Payload
-	for k, v := range req.Env {
-		p.Env = append(p.Env, k+"="+v)
+	// A request the pool's sessions fit (the profile as it is, no
+	// environment of its own) takes one started ahead.
+	var ss *nsjail.Session
+	pooled := false
+	if len(req.Limits) == 0 && len(req.Env) == 0 {
+		if ss, pooled = m.pool.Claim(r.Context(), cfg.Profile.Name); pooled {
+			m.mu.Lock()
+			delete(m.byID, id)
+			id = ss.ID()
+			m.byID[id] = nil
+			m.mu.Unlock()
+		}
 	}
-	job := cfg.Job(p, engine.Options{})
-	// The session's life is its TTL: the sandbox's own wall limit is the
-	// backstop of the watch below. The profile's wall_time bounds each
-	// cell (sessionExec).
-	job.Timeout = ttl + time.Minute
-	ss, err := nsjail.StartSession(r.Context(), job)
+	if !pooled {
+		var p nsjail.Payload
+		for k, v := range req.Env {
+			p.Env = append(p.Env, k+"="+v)
+		}
+		job := cfg.Job(p, engine.Options{})
+		// The session's life is its TTL: the sandbox's own wall limit is
+		// the backstop of the watch below. The profile's wall_time
+		// bounds each cell (sessionExec).
+		job.Timeout = ttl + time.Minute
+		ss, err = nsjail.StartSession(r.Context(), job)
+	}
 	if err != nil {
 		m.mu.Lock()
 		delete(m.byID, id)
@@ -358,7 +382,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ls := &liveSession{id: id, token: tokenName(r.Context()), metadata: req.Metadata, profile: cfg.Profile.Name, ss: ss, cfg: cfg, expires: time.Now().Add(ttl), idle: idle, last: time.Now(), ended: make(chan struct{})}
+	ls := &liveSession{id: id, pooled: pooled, token: tokenName(r.Context()), metadata: req.Metadata, profile: cfg.Profile.Name, ss: ss, cfg: cfg, expires: time.Now().Add(ttl), idle: idle, last: time.Now(), ended: make(chan struct{})}
 	m.mu.Lock()
 	if m.closed {
 		// The drain began while it started.
@@ -376,7 +400,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 
 func (ls *liveSession) info() SessionResponse {
 	in := ls.ss.Info()
-	return SessionResponse{ID: ls.id, ExpiresAt: ls.expires.UTC(), IdleTimeout: ls.idle.String(), Profile: ls.profile, Executions: in.Executions, Running: in.Running}
+	return SessionResponse{ID: ls.id, ExpiresAt: ls.expires.UTC(), IdleTimeout: ls.idle.String(), Profile: ls.profile, Executions: in.Executions, Running: in.Running, Pooled: ls.pooled}
 }
 
 // withSession finds the session of the path (only for the token that

@@ -542,3 +542,58 @@ func TestSessionAudit(t *testing.T) {
 		}
 	})
 }
+
+// --session-pool: a session started ahead is handed out at once and
+// behaves as any; one with limits of its own starts cold; the drain
+// leaves nothing of either.
+func TestSessionPool(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "", "--session-pool", "standard=1")
+		var pooled string
+		deadline := time.Now().Add(60 * time.Second)
+		for pooled == "" && time.Now().Before(deadline) {
+			time.Sleep(300 * time.Millisecond)
+			resp := s.do("POST", "/v1/sessions", map[string]any{"profile": "standard"})
+			var info struct {
+				ID     string `json:"id"`
+				Pooled bool   `json:"pooled"`
+			}
+			json.NewDecoder(resp.Body).Decode(&info)
+			resp.Body.Close()
+			if info.Pooled {
+				pooled = info.ID
+			} else if info.ID != "" {
+				s.do("DELETE", "/v1/sessions/"+info.ID, nil).Body.Close()
+			}
+		}
+		if pooled == "" {
+			t.Fatalf("no pooled session within 60s:\n%s", s.stderr)
+		}
+		s.cell(pooled, "x = 41")
+		if ex := s.cell(pooled, "x + 1"); mainText(ex) != "42" || ex.ExecutionCount != 2 {
+			t.Errorf("a pooled session: %+v", ex)
+		}
+		cold := s.newSession(map[string]any{"profile": "standard", "limits": map[string]any{"memory": "256M"}})
+		resp := s.do("GET", "/v1/sessions/"+cold, nil)
+		var info struct {
+			Pooled bool `json:"pooled"`
+		}
+		json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+		if info.Pooled {
+			t.Errorf("a session with limits of its own came from the pool")
+		}
+		pid := s.cmd.Process.Pid
+		if err := s.stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		if c := childrenOf(pid); len(c) > 0 {
+			t.Errorf("processes left after the drain: %v", c)
+		}
+		for _, id := range []string{pooled, cold} {
+			if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
+				t.Errorf("cgroups of session %s left: %v", id, cg)
+			}
+		}
+	})
+}
