@@ -26,23 +26,6 @@ type (
 	Summary    = spec.Summary
 	Forward    = spec.Forward
 	Evidence   = spec.Evidence
-	Execution  = spec.Execution
-	ExecStatus = spec.ExecStatus
-	LogChunk   = spec.LogChunk
-	MIMEBundle = spec.MIMEBundle
-	PyError    = spec.PyError
-	PyFrame    = spec.PyFrame
-	ExecUsage  = spec.ExecUsage
-)
-
-// Session execution statuses (spec.ExecStatus).
-const (
-	ExecOK           = spec.ExecOK
-	ExecError        = spec.ExecError
-	ExecTimeout      = spec.ExecTimeout
-	ExecInterrupted  = spec.ExecInterrupted
-	ExecKilled       = spec.ExecKilled
-	ExecSessionEnded = spec.ExecSessionEnded
 )
 
 const (
