@@ -519,6 +519,8 @@ class Keeper:
                 os.close(d)
             try:
                 st = os.fstat(fd)
+                if stat.S_ISDIR(st.st_mode):
+                    raise IsADirectoryError("is a directory: %s" % req["path"])
                 if not stat.S_ISREG(st.st_mode):
                     raise OSError("not a regular file: %s" % req["path"])
                 left, h, size = int(req.get("max") or 0), hashlib.sha256(), 0

@@ -575,20 +575,38 @@ func sessionFileError(w http.ResponseWriter, err error) {
 }
 
 // sessionGetFile is GET .../files?path=P (the file's bytes, its sha256 in
-// X-Sbx-Sha256), or without path the listing.
+// X-Sbx-Sha256), or without path the listing; a P that is a directory
+// lists what is below it.
 func (s *Server) sessionGetFile(w http.ResponseWriter, r *http.Request, ls *liveSession) {
 	path := r.URL.Query().Get("path")
-	if path == "" {
+	list := func(below string) {
 		max, _ := strconv.Atoi(r.URL.Query().Get("max"))
 		files, truncated, err := ls.ss.ListFiles(r.Context(), max)
 		if err != nil {
 			sessionFileError(w, err)
 			return
 		}
+		if below != "" {
+			kept := []nsjail.SessionFile{}
+			for _, f := range files {
+				if strings.HasPrefix(f.Path, below+"/") {
+					kept = append(kept, f)
+				}
+			}
+			files = kept
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"files": files, "truncated": truncated})
+	}
+	if path == "" {
+		list("")
 		return
 	}
 	data, f, err := ls.ss.GetFile(r.Context(), path)
+	var we *nsjail.WorkspaceError
+	if errors.As(err, &we) && strings.HasPrefix(we.Msg, "IsADirectoryError:") {
+		list(path)
+		return
+	}
 	if err != nil {
 		sessionFileError(w, err)
 		return

@@ -374,6 +374,13 @@ func TestSessionFiles(t *testing.T) {
 		if got["in/data.bin"] != hex.EncodeToString(sum[:]) || got["out.txt"] == "" || len(got) != 2 {
 			t.Errorf("listing: %+v, want in/data.bin and out.txt (not the link)", list.Files)
 		}
+		resp = s.do("GET", "/v1/sessions/"+id+"/files?path=in", nil)
+		list.Files = nil
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(list.Files) != 1 || list.Files[0].Path != "in/data.bin" {
+			t.Errorf("listing below in/: %s %+v", resp.Status, list.Files)
+		}
 		resp = s.do("DELETE", "/v1/sessions/"+id+"/files?path=out.txt", nil)
 		resp.Body.Close()
 		if ex := s.cell(id, "import os; os.path.exists('out.txt')"); resp.StatusCode != 204 || mainText(ex) != "False" {
