@@ -91,6 +91,12 @@ type Config struct {
 	OnResult func(Finished)
 	// Log gets the server's own messages (stderr by default).
 	Log func(format string, args ...any)
+	// MaxSessions caps the open sessions (sessions.go).
+	MaxSessions int
+	// SessionPool keeps N sessions started ahead, by profile name
+	// (--session-pool PROFILE=N): a POST /v1/sessions of that profile
+	// without limits or env takes one (session_pool.go).
+	SessionPool map[string]int
 }
 
 // Finished is one run as the OnResult hook sees it.
@@ -114,6 +120,7 @@ type Server struct {
 	// kill ends the runs still going when the drain times out.
 	killCtx context.Context
 	kill    context.CancelCauseFunc
+	sess    *sessions
 }
 
 // ErrDrained is the cause of the runs a drain killed.
@@ -177,6 +184,7 @@ func New(cfg Config) (*Server, error) {
 	s.Handle("GET /v1/version", true, http.HandlerFunc(s.version))
 	s.Handle("GET /v1/profiles", true, http.HandlerFunc(s.profiles))
 	s.Handle("POST /v1/exec", true, http.HandlerFunc(s.exec))
+	s.registerSessions()
 	return s, nil
 }
 
@@ -216,6 +224,7 @@ func (s *Server) Drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	done := s.adm.close()
+	s.closeSessions()
 	select {
 	case <-done:
 	case <-ctx.Done():
