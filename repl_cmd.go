@@ -50,6 +50,9 @@ func replAction(c *cli.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	// Deferred first, so it runs after ss.Close: the Config holds the
+	// image's lock for as long as the sandbox runs on it.
+	defer cfg.Close()
 	if cfg.Proxy != nil {
 		return fail(fmt.Errorf("profile %s: sessions do not support network mode %q yet", cfg.Profile.Name, "allow"))
 	}

@@ -116,7 +116,7 @@ type sessions struct {
 	closed bool
 	log    func(format string, args ...any)
 	snaps  snapshots
-	pool   pool.Set[*nsjail.Session]
+	pool   pool.Set[*pooledSession]
 }
 
 type liveSession struct {
@@ -208,6 +208,8 @@ func (m *sessions) finish(ls *liveSession, why SessionEndReason) {
 		m.ends[why]++
 		m.mu.Unlock()
 		ls.ss.Close()
+		// After the sandbox: the Config holds its image's lock.
+		ls.cfg.Close()
 		close(ls.ended)
 	})
 }
@@ -302,6 +304,18 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		lower, err = (&ExecRequest{Limits: req.Limits}).lower()
 	}
 	var cfg *engine.Config
+	var ss *nsjail.Session
+	// Until the session is kept (m.byID), whatever returns ends its
+	// sandbox and releases its Config (the image's lock), in that order.
+	kept := false
+	defer func() {
+		if !kept {
+			if ss != nil {
+				ss.Close()
+			}
+			cfg.Close()
+		}
+	}()
 	id := s.sess.route + "-" + newID()
 	if err == nil {
 		cfg, err = engine.Build(id, engine.Request{Profile: ref, Lower: lower})
@@ -342,10 +356,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 
 	// A request the pool's sessions fit (the profile as it is, no
 	// environment of its own) takes one started ahead.
-	var ss *nsjail.Session
 	pooled := false
 	if len(req.Limits) == 0 && len(req.Env) == 0 {
-		if ss, pooled = m.pool.Claim(r.Context(), cfg.Profile.Name); pooled {
+		var ps *pooledSession
+		if ps, pooled = m.pool.Claim(r.Context(), cfg.Profile.Name); pooled {
+			// The pooled sandbox's Config is the one it runs on (the
+			// same profile, built when it started).
+			cfg.Close()
+			ss, cfg = ps.Session, ps.cfg
 			m.mu.Lock()
 			delete(m.byID, id)
 			id = ss.ID()
@@ -374,7 +392,6 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	if snap != nil {
 		if err := restore(r, ss, snap); err != nil {
-			ss.Close()
 			m.mu.Lock()
 			delete(m.byID, id)
 			m.mu.Unlock()
@@ -388,11 +405,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		// The drain began while it started.
 		delete(m.byID, id)
 		m.mu.Unlock()
-		ss.Close()
 		writeError(w, http.StatusServiceUnavailable, "draining", errDraining.Error())
 		return
 	}
 	m.byID[id] = ls
+	kept = true
 	m.mu.Unlock()
 	go m.watch(ls)
 	writeJSON(w, http.StatusCreated, ls.info())
