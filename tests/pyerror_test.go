@@ -67,3 +67,18 @@ func TestExecPythonError(t *testing.T) {
 		}
 	})
 }
+
+// TestPythonRunnerRlimits: a cold Python payload, which starts through the
+// runner (the warm driver without a preload), gets the RLIMIT_CPU backstop
+// any other cold payload gets. The re-base at a warm handoff takes the
+// preload's budget (warmCPUBudget) back out; a cold runner was never
+// given it, so taking it out would leave the payload 30 s short.
+func TestPythonRunnerRlimits(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		py, _ := r.result(t, "-c", "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))")
+		sh, _ := r.result(t, "--", "/bin/sh", "-c", "echo $(ulimit -St) $(ulimit -Ht)")
+		if py.Status != nsjail.StatusOK || sh.Status != nsjail.StatusOK || py.Stdout == "" || py.Stdout != sh.Stdout {
+			t.Errorf("RLIMIT_CPU soft/hard of a cold python3 -c %q (%s), of /bin/sh %q (%s): want the same", py.Stdout, py.Status, sh.Stdout, sh.Status)
+		}
+	})
+}
