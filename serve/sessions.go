@@ -98,25 +98,17 @@ const (
 	EndDrain   SessionEndReason = "drain"
 )
 
-// SessionStats are the sessions' counters, for /metrics.
-type SessionStats struct {
-	Active     int
-	Executions map[nsjail.ExecStatus]int64
-	Ends       map[SessionEndReason]int64
-}
-
 type sessions struct {
 	mu    sync.Mutex
 	max   int
 	route string
 	byID  map[string]*liveSession
-	// counters
-	execs  map[nsjail.ExecStatus]int64
-	ends   map[SessionEndReason]int64
-	closed bool
-	log    func(format string, args ...any)
-	snaps  snapshots
-	pool   pool.Set[*pooledSession]
+	// metrics gets the sessions' counters (ops's registry, metrics.go).
+	metrics *Metrics
+	closed  bool
+	log     func(format string, args ...any)
+	snaps   snapshots
+	pool    pool.Set[*pooledSession]
 }
 
 type liveSession struct {
@@ -135,33 +127,27 @@ type liveSession struct {
 	ended  chan struct{}
 }
 
-func newSessions(max int) *sessions {
+func newSessions(max int, metrics *Metrics) *sessions {
 	if max <= 0 {
 		max = DefaultMaxSessions
 	}
-	return &sessions{max: max, route: newID()[:8], byID: map[string]*liveSession{}, execs: map[nsjail.ExecStatus]int64{}, ends: map[SessionEndReason]int64{}}
+	return &sessions{max: max, route: newID()[:8], byID: map[string]*liveSession{}, metrics: metrics}
 }
 
-// Stats are the counters so far.
-func (m *sessions) Stats() SessionStats {
+// active is how many sessions are open (sbx_sessions_active); one still
+// starting holds its place (a nil entry) and is counted.
+func (m *sessions) active() int {
+	if m == nil {
+		return 0
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := SessionStats{Active: len(m.byID), Executions: map[nsjail.ExecStatus]int64{}, Ends: map[SessionEndReason]int64{}}
-	for k, v := range m.execs {
-		st.Executions[k] = v
-	}
-	for k, v := range m.ends {
-		st.Ends[k] = v
-	}
-	return st
+	return len(m.byID)
 }
 
-// SessionStats are the server's session counters (sbx_sessions_active,
-// sbx_session_executions_total{status}, sbx_session_ends_total{reason}).
-func (s *Server) SessionStats() SessionStats { return s.sess.Stats() }
-
+// registerSessions comes after enableOps: the sessions feed its metrics.
 func (s *Server) registerSessions() {
-	s.sess = newSessions(s.cfg.MaxSessions)
+	s.sess = newSessions(s.cfg.MaxSessions, s.ops.metrics)
 	s.startSessionPool()
 	s.sess.log = s.cfg.Log
 	s.Handle("POST /v1/sessions", true, http.HandlerFunc(s.createSession))
@@ -205,8 +191,8 @@ func (m *sessions) finish(ls *liveSession, why SessionEndReason) {
 		}
 		m.mu.Lock()
 		delete(m.byID, ls.id)
-		m.ends[why]++
 		m.mu.Unlock()
+		m.metrics.sessionEnded(why)
 		ls.ss.Close()
 		// After the sandbox: the Config holds its image's lock.
 		ls.cfg.Close()
@@ -547,9 +533,7 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSes
 		writeError(w, status, code, err.Error())
 		return
 	}
-	s.sess.mu.Lock()
-	s.sess.execs[ex.Status]++
-	s.sess.mu.Unlock()
+	s.sess.metrics.sessionExecuted(ex.Status)
 	s.auditCell(reqID, ls, *req.Code, t0, ex)
 	if st != nil {
 		// The results and the error went as they came (OnResult).
@@ -667,22 +651,6 @@ func (s *Server) sessionDeleteFile(w http.ResponseWriter, r *http.Request, ls *l
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// WriteSessionMetrics writes the session metrics in Prometheus' text
-// format, for the /metrics handler to append (its owner, metrics.go,
-// registers the route).
-func (s *Server) WriteSessionMetrics(w io.Writer) {
-	st := s.SessionStats()
-	fmt.Fprintf(w, "# HELP sbx_sessions_active Sessions open now.\n# TYPE sbx_sessions_active gauge\nsbx_sessions_active %d\n", st.Active)
-	fmt.Fprintf(w, "# HELP sbx_session_executions_total Cells run in sessions, by how they ended.\n# TYPE sbx_session_executions_total counter\n")
-	for _, k := range []nsjail.ExecStatus{nsjail.ExecOK, nsjail.ExecError, nsjail.ExecTimeout, nsjail.ExecInterrupted, nsjail.ExecKilled, nsjail.ExecSessionEnded} {
-		fmt.Fprintf(w, "sbx_session_executions_total{status=%q} %d\n", k, st.Executions[k])
-	}
-	fmt.Fprintf(w, "# HELP sbx_session_ends_total Sessions ended, by why.\n# TYPE sbx_session_ends_total counter\n")
-	for _, k := range []SessionEndReason{EndDeleted, EndTTL, EndIdle, EndDied, EndDrain} {
-		fmt.Fprintf(w, "sbx_session_ends_total{reason=%q} %d\n", k, st.Ends[k])
-	}
 }
 
 // auditCell writes one audit line for a cell: the session's id and the

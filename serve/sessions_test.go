@@ -2,9 +2,11 @@ package serve
 
 import (
 	"encoding/json"
-	"strings"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
 func TestParseDuration(t *testing.T) {
@@ -23,18 +25,41 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
-func TestSessionMetricsText(t *testing.T) {
+// TestSessionMetrics: the session counters are client_golang metrics in
+// ops's registry (no hand-written exposition), and the session code's
+// hooks move them.
+func TestSessionMetrics(t *testing.T) {
 	s, err := New(Config{Profiles: []string{"standard"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.sess.execs["ok"] = 3
-	s.sess.ends[EndTTL] = 1
-	var b strings.Builder
-	s.WriteSessionMetrics(&b)
-	for _, want := range []string{"sbx_sessions_active 0\n", `sbx_session_executions_total{status="ok"} 3`, `sbx_session_ends_total{reason="ttl"} 1`, `sbx_session_ends_total{reason="idle"} 0`} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("metrics lack %q:\n%s", want, b.String())
+	s.sess.metrics.sessionExecuted(nsjail.ExecOK)
+	s.sess.metrics.sessionExecuted(nsjail.ExecOK)
+	s.sess.metrics.sessionExecuted(nsjail.ExecTimeout)
+	s.sess.metrics.sessionEnded(EndTTL)
+	s.sess.mu.Lock()
+	s.sess.byID["starting"] = nil
+	s.sess.mu.Unlock()
+	fams, err := s.Metrics().reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.Metric {
+			key := f.GetName()
+			for _, l := range m.Label {
+				key += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			got[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	for key, want := range map[string]float64{
+		`sbx_sessions_active`: 1, `sbx_session_executions_total{status="ok"}`: 2, `sbx_session_executions_total{status="timeout"}`: 1,
+		`sbx_session_ends_total{reason="ttl"}`: 1,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
 		}
 	}
 }
