@@ -106,3 +106,66 @@ func TestSessionImageLock(t *testing.T) {
 		}
 	})
 }
+
+// TestServePoolImageLock: a warm sandbox of sbx serve --pool on an image
+// profile holds the image's shared lock (its engine.Config) while it
+// waits, and releases it once claimed (the run's own Config holds it
+// then) or destroyed; the pool's template holds none. Before, every warm
+// sandbox's Config was left to the GC: the locks piled up with the runs
+// and `sbx image rm` found the tree in use.
+func TestServePoolImageLock(t *testing.T) {
+	reg := startRegistry(t)
+	img := buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin"}, hostPythonLayer(t))
+	ref, _ := reg.push(t, "t/pool-python:v1", img)
+	forEach(t, func(t *testing.T, r runner) {
+		home := storeHome(t, r)
+		if out := sbxIn(t, r, home, "image", "pull", ref); out.code != 0 {
+			t.Fatalf("image pull: exit %d: %s%s", out.code, out.stdout, out.stderr)
+		}
+		prof := filepath.Join(home, "on-image.toml")
+		if err := os.WriteFile(prof, []byte(fmt.Sprintf("extends = \"standard\"\nimage = %q\n", ref)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("SBX_HOME", home)
+		s := startServe(t, r, "", "--profiles", prof, "--pool", prof+"=1")
+		pid := s.cmd.Process.Pid
+
+		pooled := 0
+		for deadline := time.Now().Add(120 * time.Second); pooled < 5 && time.Now().Before(deadline); {
+			resp := s.do("POST", "/v1/exec", map[string]any{"profile": prof, "code": "import sbx_image_marker; print(sbx_image_marker.WHERE)"})
+			var res struct {
+				Status string `json:"status"`
+				Stdout string `json:"stdout"`
+				Pooled bool   `json:"pooled"`
+			}
+			err := json.NewDecoder(resp.Body).Decode(&res)
+			resp.Body.Close()
+			if err != nil || res.Status != "ok" || res.Stdout != "image\n" {
+				t.Fatalf("a run on the image: %s %+v (%v)\nserver:\n%s", resp.Status, res, err, s.stderr)
+			}
+			if res.Pooled {
+				pooled++
+			} else {
+				time.Sleep(300 * time.Millisecond) // the pool is still starting
+			}
+		}
+		if pooled < 5 {
+			t.Fatalf("%d pooled runs within 120s, want 5:\n%s", pooled, s.stderr)
+		}
+		// What may remain is the one warm sandbox waiting (the pool
+		// refills), whose Config is the pool's until claimed or closed.
+		n := imageLockFDs(t, pid, home)
+		for deadline := time.Now().Add(30 * time.Second); n > 1 && time.Now().Before(deadline); n = imageLockFDs(t, pid, home) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if n > 1 {
+			t.Errorf("after 5 pooled runs the server holds %d image locks, want at most 1 (the warm sandbox waiting)", n)
+		}
+		if err := s.stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		if out := sbxIn(t, r, home, "image", "rm", ref); out.code != 0 || !strings.Contains(out.stdout, "removed") {
+			t.Errorf("image rm after the server: exit %d: %s%s", out.code, out.stdout, out.stderr)
+		}
+	})
+}
