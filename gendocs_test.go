@@ -42,7 +42,7 @@ func TestGenDocs(t *testing.T) {
 		words []string
 		want  string
 	}{
-		{[]string{"sbx", ""}, "doctor exec image profile serve version"},
+		{[]string{"sbx", ""}, "doctor exec image profile repl serve version"},
 		{[]string{"sbx", "pro"}, "profile"},
 		{[]string{"sbx", "profile", "s"}, "show"},
 		{[]string{"sbx", "exec", "--ov"}, "--overwrite-output"},

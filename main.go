@@ -189,6 +189,7 @@ func newAppWith(args []string, d deps) *cli.App {
 		doctorCommand(),
 		withOpsFlags(serveCommand()),
 		imageCommand(),
+		replCommand(),
 		versionCommand(),
 	}
 	if genDocsCommand != nil {

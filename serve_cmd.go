@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -58,6 +59,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "token-file", Usage: "accept the bearer tokens in `FILE`: NAME:TOKEN lines (mode 0640 or less); else $SBX_TOKEN"},
 			&cli.StringSliceFlag{Name: "profiles", Usage: "the profiles clients may use, `NAME|FILE,...`; the first is a request's default", DefaultText: strings.Join(append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...), ",")},
 			&cli.IntFlag{Name: "max-concurrent", Value: runtime.NumCPU(), Usage: "`N` runs at once", DefaultText: fmt.Sprintf("the CPUs sbx may use, %d here", runtime.NumCPU())},
+			&cli.StringSliceFlag{Name: "session-pool", Usage: "keep `PROFILE=N,...` sessions started ahead: POST /v1/sessions of that profile without limits or env takes one"},
+			&cli.IntFlag{Name: "max-sessions", Value: serve.DefaultMaxSessions, Usage: "`N` sessions (POST /v1/sessions) may be open at once; past them 429"},
 			&cli.IntFlag{Name: "queue", Value: -1, Usage: "`N` runs may wait for a worker; past them a request gets 429", DefaultText: "2 x --max-concurrent"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run to `FILE` (fsync'd), with request_id, token name and metadata"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed: `DURATION`"},
@@ -78,6 +81,8 @@ func serveAction(c *cli.Context) error {
 	cfg := serve.Config{
 		Profiles:      c.StringSlice("profiles"),
 		MaxConcurrent: c.Int("max-concurrent"),
+		MaxSessions:   c.Int("max-sessions"),
+		SessionPool:   map[string]int{},
 		Queue:         c.Int("queue"),
 		DrainTimeout:  c.Duration("drain-timeout"),
 		MaxBody:       c.Int64("max-body"),
@@ -116,6 +121,14 @@ func serveAction(c *cli.Context) error {
 		return fail(err)
 	}
 	cfg.Pools = pools
+	for _, kv := range c.StringSlice("session-pool") {
+		name, n, ok := strings.Cut(kv, "=")
+		k, err := strconv.Atoi(n)
+		if !ok || name == "" || err != nil || k < 0 || k > 64 {
+			return usageError(c, fmt.Errorf("--session-pool %q: want PROFILE=N, N from 0 to 64", kv), false)
+		}
+		cfg.SessionPool[name] = k
+	}
 	srv, err := serve.New(cfg)
 	if err != nil {
 		return fail(err)

@@ -35,6 +35,7 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 		s.usageFromInit(cmd)
 	}
 	s.classify(exit, st)
+	s.takePyError(exit)
 	s.fillLayers(exit)
 	if st != nil {
 		// The group saw every process, the init's few ms included.
@@ -147,5 +148,20 @@ func (s *supervisor) denials(exit *StatusMsg) {
 		}
 	} else {
 		s.warnings = append(s.warnings, "the kernel gave no seccomp listener: denied syscalls were refused but not counted")
+	}
+}
+
+// takePyError puts the runner's report into the Result when the payload
+// died of it: exit status 1, or SIGINT for a KeyboardInterrupt (CPython
+// 3.8+). A payload can write the report itself, but it can as well raise
+// what it likes: the report says no more than its own exit does.
+func (s *supervisor) takePyError(exit *StatusMsg) {
+	if exit == nil || exit.PyError == nil {
+		return
+	}
+	res := s.res
+	sigint := res.Signal != nil && *res.Signal == "SIGINT"
+	if (res.ExitCode == 1 && res.Signal == nil) || sigint {
+		res.Error = exit.PyError
 	}
 }

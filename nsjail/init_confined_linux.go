@@ -45,10 +45,16 @@ var postConfineSyscalls = []confinedCall{
 	{Name: "prlimit64", Args: [6]uint64{0, unix.RLIMIT_CPU}, Why: "the same through glibc-style prlimit(0, ...) (Go's syscall.Setrlimit)"},
 	{Name: "wait4", Why: "the init reaps every process of the sandbox"},
 	{Name: "kill", Args: [6]uint64{uint64(0xffffffff), uint64(unix.SIGKILL)}, Why: "kill(-1, SIGKILL): once the payload is gone, nothing of the run outlives it"},
+	{Name: "socketpair", Args: [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, Why: "the Python runner's and the warm interpreter's handoff socket (init_warm_linux.go, forkDriver)"},
+	{Name: "socket", Args: [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK}, Why: "the listener of the Python runner's report (listenReport)"},
+	{Name: "bind", Why: "the report's abstract unix address"},
+	{Name: "listen", Why: "the report's listener"},
+	{Name: "accept4", Why: "the runner's report, once the payload is gone (readReport)"},
+	{Name: "getrandom", Why: "the report's address is random"},
 	{Name: "getrusage", Args: [6]uint64{uint64(0xffffffff)}, Why: "RUSAGE_CHILDREN: the payload's CPU time and peak RSS"},
 	// A warm sandbox's init (init_warm_linux.go) before its ready: the
-	// interpreter's fork is the payload's (above), and these.
-	{Name: "socketpair", Args: [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, Why: "the warm interpreter's handoff socket"},
+	// interpreter's fork and handoff socket are the payload's (above),
+	// and these.
 	{Name: "eventfd2", Args: [6]uint64{0, unix.EFD_CLOEXEC}, Why: "stops the watch of the warm interpreter at the handoff"},
 	{Name: "unlinkat", Why: "empties what the preload wrote in the workspace, /tmp and /dev/shm (os.RemoveAll)"},
 }

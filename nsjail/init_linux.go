@@ -44,7 +44,7 @@ func Init() {
 	runtime.LockOSThread()
 	status := os.NewFile(statusFD, "status")
 	ctl := os.NewFile(controlFD, "control")
-	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
+	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1, report: -1}
 	in.tl.on.Store(true) // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
 	os.Exit(in.run())
@@ -77,6 +77,9 @@ type initProc struct {
 	// warm is the waiting interpreter of a warm sandbox (init_warm_linux.go);
 	// warmBase what its preload used, left out of the payload's usage.
 	warm, warmBase *warmProc
+	// report listens for the Python runner's report, read for
+	// Result.Error once the payload is gone (init_warm_linux.go); -1 without.
+	report int
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -91,7 +94,8 @@ func (in *initProc) run() int {
 	unix.CloseOnExec(controlFD)
 	unix.CloseOnExec(statusFD)
 	unix.CloseOnExec(filesFD)
-	unix.CloseOnExec(proxyFD) // EBADF without a proxy; harmless
+	unix.CloseOnExec(proxyFD)   // EBADF without a proxy; harmless
+	unix.CloseOnExec(sessionFD) // EBADF without a session; passed by name below
 	unix.Umask(0o022)
 	// Bringing lo up needs nothing from the Spec: it runs beside the
 	// mounts, on another thread of the same network namespace.
@@ -468,6 +472,15 @@ func execErrno(err error) int {
 // supervise starts the payload, forwards the supervisor's signals to it,
 // reaps every process of the sandbox, and reports the payload's status.
 func (in *initProc) supervise(argv0 string, p *Payload) int {
+	if in.warm == nil && p.CaptureError && pythonArgv(p.Argv) && argvBytes(p.Argv) <= maxRunnerArgv {
+		// A cold Python payload starts through its runner, which
+		// reports its uncaught exception.
+		if err := in.startRunner(p.Argv[0], argv0, p.Argv); err != nil {
+			killAll()
+			in.send(stepErrorMsg("start the Python runner", "", err))
+			return 1
+		}
+	}
 	if in.warm != nil {
 		pid, err := in.handOff(p)
 		if err != nil {
@@ -477,10 +490,16 @@ func (in *initProc) supervise(argv0 string, p *Payload) int {
 		}
 		return in.reap(pid)
 	}
+	files := []uintptr{0, 1, 2}
+	if in.spec.Session {
+		// The session driver's channel, its fd 3; it keeps it from
+		// what it runs (session_driver.py).
+		files = append(files, sessionFD)
+	}
 	pid, err := syscall.ForkExec(argv0, p.Argv, &syscall.ProcAttr{
 		Dir:   in.spec.Workdir,
 		Env:   in.environ,
-		Files: []uintptr{0, 1, 2},
+		Files: files,
 		// A new session: the payload has no controlling terminal, so
 		// TIOCSTI and friends have nothing to act on (CVE-2017-5226).
 		Sys: &syscall.SysProcAttr{Setsid: true},
@@ -555,6 +574,7 @@ func (in *initProc) reap(pid int) int {
 		Tasks:      tasks,
 	}
 	in.subtractWarmBase(&m)
+	m.PyError = in.readReport()
 	if in.denials != nil {
 		c := in.denials.stop()
 		m.Denials, m.DenialsOther, m.DenialsKnown = c.byNr, c.other, c.known

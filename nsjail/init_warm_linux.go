@@ -3,11 +3,13 @@ package nsjail
 import (
 	"bufio"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +35,9 @@ type warmProc struct {
 	// has returned.
 	stopWatch int
 	watchDone chan struct{}
+	// cold: started for its payload (startRunner), not ahead of it: its
+	// start is the payload's, and nothing watched it wait.
+	cold bool
 }
 
 // maxWarmLine bounds the driver's one line ("ready" or "error ...").
@@ -56,20 +61,62 @@ func (in *initProc) startWarm(selfLimits []Rlimit) error {
 	if err != nil {
 		return fmt.Errorf("look up %s: %w", w.Interpreter, err)
 	}
+	wp, err := in.forkDriver(w.Interpreter, path, w.Preload, in.spec.Env, selfLimits)
+	if err != nil {
+		return err
+	}
+	for _, dir := range in.warmScratch() {
+		if err := emptyDir(dir); err != nil {
+			unix.Kill(wp.pid, unix.SIGKILL)
+			wp.sock.Close()
+			return err
+		}
+	}
+	wp.stopWatch, err = unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Kill(wp.pid, unix.SIGKILL)
+		wp.sock.Close()
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	wp.watchDone = make(chan struct{})
+	go in.watchWarm(wp)
+	in.warm = wp
+	return nil
+}
+
+// startRunner starts a cold Python payload through the driver, at once:
+// the same process a warm one gets, without a preload, so that its
+// uncaught exception is reported (Result.Error). Its start is the
+// payload's, in its usage.
+func (in *initProc) startRunner(argv0, path string, payload []string) error {
+	// After "--", the payload's argv, so that its command line shows
+	// what it runs (the driver reads it from the handoff).
+	wp, err := in.forkDriver(argv0, path, append([]string{"--"}, payload...), in.environ, nil)
+	if err != nil {
+		return err
+	}
+	wp.cold = true
+	in.warm = wp
+	return nil
+}
+
+// forkDriver forks path (as argv0) -c <driver> PRELOAD... as the
+// payload's process, held and limited like one, and waits for its "ready".
+func (in *initProc) forkDriver(argv0, path string, preload, env []string, selfLimits []Rlimit) (*warmProc, error) {
 	if selfLimits != nil {
 		if err := setRlimits(selfLimits); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("socketpair(AF_UNIX, SOCK_STREAM): %w", err)
+		return nil, fmt.Errorf("socketpair(AF_UNIX, SOCK_STREAM): %w", err)
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "warm"), fds[1]
-	argv := append([]string{w.Interpreter, "-c", warmDriver}, w.Preload...)
+	argv := append([]string{argv0, "-c", warmDriver}, preload...)
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   in.spec.Workdir,
-		Env:   in.spec.Env,
+		Env:   env,
 		Files: []uintptr{0, 1, 2, uintptr(theirs)},
 		// As a cold payload: a new session, no controlling terminal
 		// (CVE-2017-5226), and the setsid is where the hold limits it.
@@ -78,7 +125,7 @@ func (in *initProc) startWarm(selfLimits []Rlimit) error {
 	unix.Close(theirs)
 	if err != nil {
 		mine.Close()
-		return fmt.Errorf("fork+exec %s -c <driver>: %w", path, err)
+		return nil, fmt.Errorf("fork+exec %s -c <driver>: %w", path, err)
 	}
 	if in.limits != nil {
 		held, herr := in.limits.heldPid()
@@ -88,7 +135,7 @@ func (in *initProc) startWarm(selfLimits []Rlimit) error {
 		if herr != nil {
 			unix.Kill(pid, unix.SIGKILL)
 			mine.Close()
-			return fmt.Errorf("setrlimit (payload's limits) on the interpreter: %w", herr)
+			return nil, fmt.Errorf("setrlimit (payload's limits) on the interpreter: %w", herr)
 		}
 	}
 	wp := &warmProc{pid: pid, path: path, sock: mine}
@@ -99,27 +146,11 @@ func (in *initProc) startWarm(selfLimits []Rlimit) error {
 		unix.Wait4(pid, &ws, 0, nil)
 		mine.Close()
 		if msg, ok := strings.CutPrefix(strings.TrimSpace(line), "error "); ok {
-			return fmt.Errorf("%s (pid %d): %s", path, pid, msg)
+			return nil, fmt.Errorf("%s (pid %d): %s", path, pid, msg)
 		}
-		return fmt.Errorf("%s (pid %d) ended before it was ready (%s; read: %v)", path, pid, describeWaitStatus(ws), err)
+		return nil, fmt.Errorf("%s (pid %d) ended before it was ready (%s; read: %v)", path, pid, describeWaitStatus(ws), err)
 	}
-	for _, dir := range in.warmScratch() {
-		if err := emptyDir(dir); err != nil {
-			unix.Kill(pid, unix.SIGKILL)
-			mine.Close()
-			return err
-		}
-	}
-	wp.stopWatch, err = unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Kill(pid, unix.SIGKILL)
-		mine.Close()
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	wp.watchDone = make(chan struct{})
-	go in.watchWarm(wp)
-	in.warm = wp
-	return nil
+	return wp, nil
 }
 
 // watchWarm ends the sandbox if its interpreter dies while it waits (the
@@ -154,6 +185,9 @@ func (in *initProc) watchWarm(wp *warmProc) {
 // stopWatching ends watchWarm before the interpreter is handed its
 // payload or killed.
 func (wp *warmProc) stopWatching() {
+	if wp.watchDone == nil {
+		return
+	}
 	var one = [8]byte{1}
 	unix.Write(wp.stopWatch, one[:])
 	<-wp.watchDone
@@ -252,13 +286,18 @@ func (in *initProc) handOff(p *Payload) (int, error) {
 		return 0, fmt.Errorf("read /proc/%d/stat: %w", wp.pid, err)
 	}
 	tick := 10 * time.Millisecond // USER_HZ is 100 on Linux (proc(5))
-	wp.baseUser, wp.baseSys = time.Duration(st.utime+st.cutime)*tick, time.Duration(st.stime+st.cstime)*tick
 	var lower []Rlimit
 	if p.Lower != nil {
 		lower = p.Lower.Rlimits
 	}
-	if cpu := rebaseCPURlimit(in.payloadRlimits, wp.baseUser+wp.baseSys); cpu != nil {
-		lower = append(append([]Rlimit{}, lower...), *cpu)
+	// A cold runner (startRunner) is the payload from its start: its
+	// RLIMIT_CPU was never widened by warmCPUBudget, so there is no
+	// preload to take out of its usage or rebase its backstop on.
+	if !wp.cold {
+		wp.baseUser, wp.baseSys = time.Duration(st.utime+st.cutime)*tick, time.Duration(st.stime+st.cstime)*tick
+		if cpu := rebaseCPURlimit(in.payloadRlimits, wp.baseUser+wp.baseSys); cpu != nil {
+			lower = append(append([]Rlimit{}, lower...), *cpu)
+		}
 	}
 	if len(lower) > 0 {
 		lowered := lowerRlimits(in.currentRlimits(), lower)
@@ -268,8 +307,14 @@ func (in *initProc) handOff(p *Payload) (int, error) {
 			return 0, err
 		}
 	}
-	in.resetDenials()
-	_, err = wp.sock.Write(warmHandoff(p.Argv, in.environ))
+	if !wp.cold {
+		in.resetDenials()
+	}
+	addr, err := in.listenReport()
+	if err != nil {
+		return 0, err
+	}
+	_, err = wp.sock.Write(warmHandoff(addr, p.Argv, in.environ))
 	wp.sock.Close()
 	if err != nil {
 		return 0, fmt.Errorf("write the payload to the interpreter (pid %d): %w", wp.pid, err)
@@ -294,6 +339,86 @@ func rebaseCPURlimit(rl []Rlimit, used time.Duration) *Rlimit {
 		return nil
 	}
 	return &Rlimit{Resource: "RLIMIT_CPU", Soft: r.Soft - budget + secs, Hard: r.Hard - budget + secs}
+}
+
+// listenReport listens on a fresh abstract unix address (unix(7)), in
+// the sandbox's own network namespace, for the driver's report of what
+// the payload died of; the driver connects only then, so the payload
+// has no fd of it.
+func (in *initProc) listenReport() (string, error) {
+	var b [12]byte
+	if _, err := unix.Getrandom(b[:], 0); err != nil {
+		return "", fmt.Errorf("getrandom: %w", err)
+	}
+	addr := "sbx-report-" + hex.EncodeToString(b[:])
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return "", fmt.Errorf("socket(AF_UNIX, SOCK_STREAM): %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: "@" + addr}); err != nil {
+		unix.Close(fd)
+		return "", fmt.Errorf("bind @%s: %w", addr, err)
+	}
+	if err := unix.Listen(fd, 4); err != nil {
+		unix.Close(fd)
+		return "", fmt.Errorf("listen @%s: %w", addr, err)
+	}
+	in.report = fd
+	return addr, nil
+}
+
+// maxReport bounds the driver's report (it writes at most 60000 bytes).
+const maxReport = 64 << 10
+
+// readReport reads what the driver reported the payload died of: name,
+// value, then file, line, function and code of each frame, NUL-separated
+// (warm_driver.py, _sbx_report). Every process but the init is gone by
+// now, so the read never waits for more. nil when there is none.
+func (in *initProc) readReport() *PyError {
+	if in.report < 0 {
+		return nil
+	}
+	defer unix.Close(in.report)
+	// The last well-formed one of the first few: anything of the
+	// payload's own that connected first does not hide the driver's.
+	var e *PyError
+	buf := make([]byte, maxReport)
+	for i := 0; i < 4; i++ {
+		fd, _, err := unix.Accept4(in.report, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		if err != nil {
+			break // EAGAIN: none left
+		}
+		n := 0
+		for n < len(buf) {
+			k, err := unix.Read(fd, buf[n:])
+			if k <= 0 || err != nil {
+				break
+			}
+			n += k
+		}
+		unix.Close(fd)
+		if r := parseReport(buf[:n]); r != nil {
+			e = r
+		}
+	}
+	return e
+}
+
+// parseReport decodes a report; nil for none or a malformed one.
+func parseReport(b []byte) *PyError {
+	f := strings.Split(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00")
+	if len(b) == 0 || len(f) < 2 || (len(f)-2)%4 != 0 || f[0] == "" {
+		return nil
+	}
+	e := &PyError{Name: f[0], Value: f[1], Traceback: []PyFrame{}}
+	for i := 2; i+3 < len(f); i += 4 {
+		line, err := strconv.Atoi(f[i+1])
+		if err != nil {
+			return nil
+		}
+		e.Traceback = append(e.Traceback, PyFrame{File: f[i], Line: line, Function: f[i+2], Code: f[i+3]})
+	}
+	return e
 }
 
 // currentRlimits are the payload's rlimits as the init set them.

@@ -18,10 +18,22 @@ type pipes struct {
 	filesR, filesW *os.File
 	// proxyR, proxyW are a unix socket pair, only with a proxy.
 	proxyR, proxyW *os.File
+	// sessR, sessW are a SOCK_SEQPACKET pair, only for a session
+	// (Spec.Session): sessW becomes the payload's fd 3.
+	sessR, sessW *os.File
 }
 
-func (p *pipes) open(withStdin, withProxy bool) error {
+func (p *pipes) open(withStdin, withProxy, withSession bool) error {
 	var err error
+	if withSession {
+		// SEQPACKET keeps each message whole (unix(7)): a write the
+		// driver did not frame cannot run into the next one.
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("socketpair(AF_UNIX, SOCK_SEQPACKET) for the session: %w", err)
+		}
+		p.sessR, p.sessW = os.NewFile(uintptr(fds[0]), "session"), os.NewFile(uintptr(fds[1]), "session")
+	}
 	if withProxy {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -50,7 +62,7 @@ func (p *pipes) open(withStdin, withProxy bool) error {
 // closeChildEnds closes the supervisor's copies of the init's ends, so
 // that EOF on a pipe means every process in the sandbox is done with it.
 func (p *pipes) closeChildEnds() {
-	for _, f := range []**os.File{&p.inR, &p.outW, &p.errW, &p.ctlR, &p.stW, &p.filesW, &p.proxyW} {
+	for _, f := range []**os.File{&p.inR, &p.outW, &p.errW, &p.ctlR, &p.stW, &p.filesW, &p.proxyW, &p.sessW} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -60,7 +72,7 @@ func (p *pipes) closeChildEnds() {
 
 func (p *pipes) closeAll() {
 	p.closeChildEnds()
-	for _, f := range []**os.File{&p.inW, &p.outR, &p.errR, &p.ctlW, &p.stR, &p.filesR, &p.proxyR} {
+	for _, f := range []**os.File{&p.inW, &p.outR, &p.errR, &p.ctlW, &p.stR, &p.filesR, &p.proxyR, &p.sessR} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil

@@ -618,8 +618,11 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		attr.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
 	extra := []*os.File{p.ctlR, p.stW, p.filesW}
-	if p.proxyW != nil {
-		extra = append(extra, p.proxyW)
+	if p.proxyW != nil || p.sessW != nil {
+		extra = append(extra, p.proxyW) // nil: the init's fd 6 is closed
+	}
+	if p.sessW != nil {
+		extra = append(extra, p.sessW)
 	}
 	return &exec.Cmd{
 		Path:        "/proc/self/exe",

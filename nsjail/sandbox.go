@@ -295,7 +295,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	}
 	p := &s.p
 	s.onTeardown(p.closeAll)
-	if err := p.open(job.Stdin != nil, job.Proxy != nil); err != nil {
+	if err := p.open(job.Stdin != nil, job.Proxy != nil, job.Spec.Session); err != nil {
 		return err
 	}
 	s.ctlW = p.ctlW
@@ -386,6 +386,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	// What this request asks of the report and of the init travels with
 	// its payload, never in the Spec.
 	pl.Send, pl.Timings = s.sink != nil, s.tl.on.Load()
+	pl.CaptureError = pythonArgv(pl.Argv) && !job.Spec.Session
 	outputs := job.Spec.Outputs
 	outputs.Send = pl.Send
 	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})

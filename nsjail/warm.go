@@ -2,6 +2,8 @@ package nsjail
 
 import (
 	"fmt"
+	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/nsjail/spec"
@@ -64,9 +66,38 @@ func warmArgv(argv []string, env []string) bool {
 // import).
 var warmStartEnv = []string{"PYTHON", "LC_", "LANG", "TZ=", "HOME=", "MPL", "OMP_", "OPENBLAS_", "MKL_"}
 
-// warmHandoff is what the init sends the waiting interpreter: argc, then
-// argv and the environment, NUL-separated (neither may contain a NUL).
-func warmHandoff(argv, env []string) []byte {
-	fields := append(append([]string{fmt.Sprint(len(argv))}, argv...), env...)
+// warmHandoff is what the init sends the waiting interpreter: the
+// report's address, argc, then argv and the environment, NUL-separated
+// (none may contain a NUL).
+func warmHandoff(report string, argv, env []string) []byte {
+	fields := append(append([]string{report, fmt.Sprint(len(argv))}, argv...), env...)
 	return []byte(strings.Join(fields, "\x00"))
+}
+
+// pythonArgv reports whether argv runs a Python script or -c CODE with
+// no interpreter option before it, the payloads the Python runner starts
+// as the interpreter would (warm_driver.py) and whose uncaught exception
+// it reports (Result.Error).
+func pythonArgv(argv []string) bool {
+	if len(argv) < 2 || !pythonProgram.MatchString(filepath.Base(argv[0])) || argv[1] == "" {
+		return false
+	}
+	return !strings.HasPrefix(argv[1], "-") || (argv[1] == "-c" && len(argv) >= 3)
+}
+
+// pythonProgram is the name of a CPython 3 interpreter.
+var pythonProgram = regexp.MustCompile(`^python3(\.[0-9]+)?$`)
+
+// maxRunnerArgv bounds the argv of a payload that starts through the
+// Python runner: its argv crosses twice (the handoff, and the runner's
+// own command line, for ps), so a larger one, near execve's ARG_MAX
+// (execve(2)), is started directly, without its error report.
+const maxRunnerArgv = 256 << 10
+
+func argvBytes(argv []string) int {
+	n := 0
+	for _, a := range argv {
+		n += len(a) + 1
+	}
+	return n
 }

@@ -1,14 +1,61 @@
-# The warm interpreter's driver (nsjail/init_warm_linux.go). It runs as
+# The warm interpreter's driver (nsjail/init_warm_linux.go), and the runner of
+# every Python payload (python3 SCRIPT or -c CODE). It runs as
 # `python3 -c <this file> MODULE...` inside a confined sandbox, as the
 # payload's own process: it imports the preload modules, says so on fd 3,
 # waits there for the payload's argv and environment, and then runs the
 # payload as __main__ the way `python3 /workspace/NAME` or `python3 -c CODE`
-# would. Stdlib only, and only modules the interpreter has loaded at start,
+# would. An uncaught exception is printed as the interpreter prints it,
+# and reported to the init (the Result's error) on a unix socket it
+# connects to only then, at the abstract address the handoff named: the
+# payload runs with fds 0-2 alone. Stdlib only, and only modules the interpreter has loaded at start,
 # so that sys.modules holds nothing of the driver's. Shipped inside sbx
 # (go:embed) and passed in argv, never read from the workspace.
-def _sbx_warm(os=__import__("os"), sys=__import__("sys")):
+def _sbx_report(rep, e, tb, filename, lines, os=__import__("os")):
+    """Writes name, value and the frames (file, line, function, code) of
+    what killed the payload, NUL-separated, to the report socket."""
+    import linecache
+
+    def line(file, n):
+        if file == filename and lines is not None:
+            return lines[n - 1] if 0 < n <= len(lines) else ""
+        return linecache.getline(file, n)
+
+    frames = []
+    while tb is not None:
+        c = tb.tb_frame.f_code
+        frames.append((c.co_filename, tb.tb_lineno, c.co_name))
+        tb = tb.tb_next
+    if not frames and isinstance(e, SyntaxError) and e.filename:
+        frames.append((e.filename, e.lineno or 0, "<module>"))
+    try:
+        value = str(e)
+    except BaseException:
+        value = "<str() failed>"
+    out = [type(e).__name__[:200], value[:4000]]
+    for file, n, fn in frames[-64:]:
+        out += [file[:1000], str(n), fn[:200], line(file, n).strip()[:1000]]
+    data = "\0".join(s.replace("\0", " ") for s in out).encode("utf-8", "replace")
+    if not rep:
+        return
+    import _socket
+
+    # Within a socket buffer: the init accepts it once the payload is gone.
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    s.settimeout(2)
+    s.connect("\0" + rep)
+    s.sendall(data[:60000])
+    s.close()
+
+
+# report is bound here: the payload's globals, which are this module's,
+# are emptied before it runs.
+def _sbx_warm(os=__import__("os"), sys=__import__("sys"), report=_sbx_report):
     me = sys._getframe().f_code
     preload = sys.argv[1:]
+    if "--" in preload:
+        # A cold payload's own argv follows, only for /proc/PID/cmdline
+        # (ps, and what a host's tools match on): it comes on fd 3.
+        del preload[preload.index("--") :]
     # Nothing is imported from the (still empty) workspace while preloading.
     head = sys.path.pop(0)
     try:
@@ -49,8 +96,9 @@ def _sbx_warm(os=__import__("os"), sys=__import__("sys")):
             break
         chunks.append(b)
     os.close(3)
-    # argc, argv..., env... separated by NUL (neither may contain one).
+    # The report's address, argc, argv..., env... separated by NUL (neither may contain one).
     parts = b"".join(chunks).split(b"\0")
+    rep = os.fsdecode(parts.pop(0))
     n = int(parts[0])
     argv = [os.fsdecode(a) for a in parts[1 : 1 + n]]
     env = parts[1 + n :]
@@ -70,6 +118,7 @@ def _sbx_warm(os=__import__("os"), sys=__import__("sys")):
         sys.argv[:] = ["-c"] + argv[3:]
         g["__loader__"] = sys.modules["_frozen_importlib"].BuiltinImporter
         filename, source = "<string>", argv[2]
+        lines = source.splitlines()
     else:
         sys.argv[:] = argv[1:]
         # CPython makes the script's path absolute (3.9+), joined to the
@@ -79,7 +128,7 @@ def _sbx_warm(os=__import__("os"), sys=__import__("sys")):
         sys.path[0] = os.path.dirname(os.path.realpath(path))
         g["__loader__"] = ext.SourceFileLoader("__main__", path)
         g["__file__"], g["__cached__"] = path, None
-        filename = path
+        filename, lines = path, None
         try:
             with open(path, "rb") as f:
                 source = f.read()
@@ -102,6 +151,10 @@ def _sbx_warm(os=__import__("os"), sys=__import__("sys")):
         e.__traceback__ = tb
         sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
         sys.excepthook(type(e), e, tb)
+        try:
+            report(rep, e, tb, filename, lines)
+        except BaseException:
+            pass
         del tb
         if isinstance(e, KeyboardInterrupt):
             # An uncaught KeyboardInterrupt ends the interpreter with

@@ -103,8 +103,8 @@ func TestRebaseCPURlimit(t *testing.T) {
 }
 
 func TestWarmHandoff(t *testing.T) {
-	b := warmHandoff([]string{"python3", "-c", "x"}, []string{"A=1", "B="})
-	if got, want := string(b), "3\x00python3\x00-c\x00x\x00A=1\x00B="; got != want {
+	b := warmHandoff("sbx-report-00", []string{"python3", "-c", "x"}, []string{"A=1", "B="})
+	if got, want := string(b), "sbx-report-00\x003\x00python3\x00-c\x00x\x00A=1\x00B="; got != want {
 		t.Errorf("warmHandoff = %q, want %q", got, want)
 	}
 }

@@ -19,6 +19,7 @@ const (
 	statusFD  = 4 // init -> supervisor: Status lines
 	filesFD   = 5 // init -> supervisor: the workspace report (files.go)
 	proxyFD   = 6 // unix socket: the proxy's listening socket goes to the supervisor
+	sessionFD = 7 // SOCK_SEQPACKET: a session's channel, the payload's fd 3 (Spec.Session)
 )
 
 // initArg is argv[1] of the re-executed binary that makes it the init.
@@ -181,6 +182,9 @@ type StatusMsg struct {
 	// FilterKilled says the init killed the payload itself for the
 	// filter: a call through another ABI (init_seccomp_linux.go).
 	FilterKilled bool `json:"filter_killed,omitempty"`
+	// PyError is what the Python runner reported the payload died of
+	// (Payload.CaptureError, or a warm payload).
+	PyError *PyError `json:"py_error,omitempty"`
 }
 
 // cpuTime is the CPU time the kernel accounted to the payload and every

@@ -41,11 +41,14 @@ type Metrics struct {
 	poolClaims    *prometheus.CounterVec
 	startDuration prometheus.Histogram
 	startFailures prometheus.Counter
+
+	sessionExecs *prometheus.CounterVec
+	sessionEnds  *prometheus.CounterVec
 }
 
 // gauges are the values read at scrape time from the server's state.
 type gauges struct {
-	running, waiting, throttled, jobs func() int
+	running, waiting, throttled, jobs, sessions func() int
 }
 
 // Rejection reasons, the values of sbx_exec_rejected_total's reason.
@@ -125,16 +128,29 @@ func newMetrics(g gauges) *Metrics {
 	m.startFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sbx_sandbox_start_failures_total", Help: "Warm sandboxes that failed to start (fed by the pool).",
 	})
+	// The session code feeds these (sessionExecuted, sessionEnded); the
+	// labels are the fixed sets nsjail.ExecStatus and SessionEndReason.
+	m.sessionExecs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sbx_session_executions_total", Help: "Cells run in sessions, by the Execution's status.",
+	}, []string{"status"})
+	m.sessionEnds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sbx_session_ends_total", Help: "Sessions ended, by why: deleted, ttl, idle, died (its sandbox ended on its own), drain.",
+	}, []string{"reason"})
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sbx_build_info", Help: "Always 1; the labels say which sbx serves.",
 	}, []string{"version", "commit", "goversion"})
 	buildInfo.WithLabelValues(version.Version(), version.Commit(), runtime.Version()).Set(1)
 	gauge := func(name, help string, f func() int) prometheus.Collector {
+		if f == nil { // a gauges without it (a unit test): always 0
+			f = func() int { return 0 }
+		}
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
 	m.reg.MustRegister(
 		m.execTotal, m.execDuration, m.queueWait, m.rejected, m.limitKills, m.seccompDenials, m.egress, m.memPeakRatio, m.breakerTrips,
 		m.poolIdle, m.poolTarget, m.poolClaims, m.startDuration, m.startFailures, buildInfo,
+		m.sessionExecs, m.sessionEnds,
+		gauge("sbx_sessions_active", "Sessions open now.", g.sessions),
 		gauge("sbx_exec_running", "Runs holding a worker now.", g.running),
 		gauge("sbx_queue_depth", "Admitted runs waiting for a worker now.", g.waiting),
 		gauge("sbx_breaker_open", "Tokens throttled by their circuit breaker now.", g.throttled),
@@ -172,6 +188,16 @@ func (m *Metrics) observe(f Finished) {
 }
 
 func (m *Metrics) reject(why rejectReason) { m.rejected.WithLabelValues(string(why)).Inc() }
+
+// sessionExecuted counts one cell a session ran, by its status.
+func (m *Metrics) sessionExecuted(st nsjail.ExecStatus) {
+	m.sessionExecs.WithLabelValues(string(st)).Inc()
+}
+
+// sessionEnded counts one session ended, by why.
+func (m *Metrics) sessionEnded(why SessionEndReason) {
+	m.sessionEnds.WithLabelValues(string(why)).Inc()
+}
 
 // handler serves the registry in the text exposition format.
 func (m *Metrics) handler() http.Handler {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/nsjail/spec"
 )
 
@@ -14,6 +15,7 @@ import (
 // The integration test validates real answers, but only the fields a run
 // happens to fill; a field added to the contract (pids_peak_source,
 // evidence, image, pooled) must reach the document in the same change.
+// The same holds for the session contract's types.
 func TestOpenAPIHasEveryResultField(t *testing.T) {
 	var doc struct {
 		Components struct {
@@ -35,6 +37,18 @@ func TestOpenAPIHasEveryResultField(t *testing.T) {
 		"Attempt":        reflect.TypeFor[spec.Attempt](),
 		"NetworkSummary": reflect.TypeFor[spec.Summary](),
 		"Denial":         reflect.TypeFor[spec.Denial](),
+		// The session contract (issue 15).
+		"Execution":          reflect.TypeFor[spec.Execution](),
+		"LogChunk":           reflect.TypeFor[spec.LogChunk](),
+		"MIMEBundle":         reflect.TypeFor[spec.MIMEBundle](),
+		"PyError":            reflect.TypeFor[spec.PyError](),
+		"PyFrame":            reflect.TypeFor[spec.PyFrame](),
+		"ExecUsage":          reflect.TypeFor[spec.ExecUsage](),
+		"Session":            reflect.TypeFor[SessionResponse](),
+		"SessionRequest":     reflect.TypeFor[SessionRequest](),
+		"SessionExecRequest": reflect.TypeFor[SessionExecRequest](),
+		"SessionEvent":       reflect.TypeFor[SessionEvent](),
+		"SessionFile":        reflect.TypeFor[nsjail.SessionFile](),
 	} {
 		props := doc.Components.Schemas[schema].Properties
 		if props == nil {

@@ -25,6 +25,8 @@ func (s *Server) enableOps() {
 		waiting:   s.adm.waiting,
 		throttled: o.breaker.open,
 		jobs:      o.jobs.count,
+		// Read at scrape time: registerSessions sets s.sess after this.
+		sessions: func() int { return s.sess.active() },
 	})
 	o.breaker.trips = o.metrics.breakerTrips.Inc
 	s.ops = o

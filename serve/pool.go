@@ -89,11 +89,23 @@ type PoolFeed interface {
 	SandboxStarted(profile string, took time.Duration, err error)
 }
 
-// warm is one pooled sandbox and the Job it was started with, which
-// nsjail.LowerFor compares a request's Job against.
+// warm is one pooled sandbox, the Job it was started with, which
+// nsjail.LowerFor compares a request's Job against, and the engine.Config
+// it was built from, which holds its image's shared lock while it waits.
 type warm struct {
 	*nsjail.Sandbox
 	job *nsjail.Job
+	cfg *engine.Config
+}
+
+// Close destroys the sandbox, then releases its Config: after the
+// sandbox, whose root is the image's tree (the lock keeps `sbx image rm`
+// from removing it under a live init). The pool calls it for every
+// sandbox it destroys unclaimed (Close, a shrink, a failed fit).
+func (w *warm) Close() error {
+	err := w.Sandbox.Close()
+	w.cfg.Close()
+	return err
 }
 
 // warmPool is one profile's pool, as the server keeps it.
@@ -134,10 +146,13 @@ func newPools(specs []PoolSpec, offered []string, budget pool.Budget, feed PoolF
 		if !contains(offered, sp.Profile) {
 			return nil, fmt.Errorf("--pool %s=%d: profile %s is not offered (--profiles %s)", sp.Profile, sp.Min, sp.Profile, strings.Join(offered, ","))
 		}
-		tmpl, err := warmJob(sp.Profile)
+		tmpl, cfg, err := warmJob(sp.Profile)
 		if err != nil {
 			return nil, fmt.Errorf("--pool %s=%d: %w", sp.Profile, sp.Min, err)
 		}
+		// The template is data that requests are fitted against; no
+		// sandbox runs on it, so its image's lock is not needed.
+		cfg.Close()
 		name := tmpl.Spec.Profile
 		if _, dup := ps.byName[name]; dup {
 			return nil, fmt.Errorf("--pool %s=%d: another pooled profile is also named %s", sp.Profile, sp.Min, name)
@@ -163,20 +178,22 @@ func contains(list []string, s string) bool {
 // code), with the interpreter and the preload started ahead (Spec.Warm)
 // and a stdin pipe (a sandbox gets one only if its Job asks at Start; the
 // server gives every run the request's stdin, so cold runs have one too
-// and the fds match).
-func warmJob(ref string) (*nsjail.Job, error) {
+// and the fds match). The caller closes the Config (its image's lock)
+// once no sandbox of the Job is left; on an error there is none.
+func warmJob(ref string) (*nsjail.Job, *engine.Config, error) {
 	cfg, err := engine.Build(newID(), engine.Request{Profile: ref})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.Proxy != nil {
+		cfg.Close()
 		// Each run's egress proxy is started with the run and its address
 		// is in the Spec: a sandbox cannot be started ahead for it.
-		return nil, fmt.Errorf("profile %s has network.mode \"allow\": its sandboxes need an egress proxy of their own run, so they cannot be started ahead", ref)
+		return nil, nil, fmt.Errorf("profile %s has network.mode \"allow\": its sandboxes need an egress proxy of their own run, so they cannot be started ahead", ref)
 	}
 	job := cfg.Job(nsjail.Payload{}, engine.Options{Stdin: strings.NewReader("")})
 	job.Spec.Warm = cfg.Profile.Warm()
-	return job, nil
+	return job, cfg, nil
 }
 
 // start starts every pool (Serve); after close it does nothing.
@@ -195,7 +212,7 @@ func (ps *pools) start(log func(string, ...any)) {
 			Max:     wp.spec.Max,
 			Budget:  ps.budget,
 			Start: func(ctx context.Context) (*warm, error) {
-				job, err := warmJob(wp.spec.Profile)
+				job, cfg, err := warmJob(wp.spec.Profile)
 				if err != nil {
 					return nil, err
 				}
@@ -205,9 +222,10 @@ func (ps *pools) start(log func(string, ...any)) {
 				asked := *job
 				sb, err := nsjail.Start(ctx, job)
 				if err != nil {
+					cfg.Close()
 					return nil, err
 				}
-				return &warm{Sandbox: sb, job: &asked}, nil
+				return &warm{Sandbox: sb, job: &asked, cfg: cfg}, nil
 			},
 			OnStart: func(d time.Duration, err error) {
 				if err != nil {
@@ -298,6 +316,9 @@ func (ps *pools) starter(ctx context.Context, job *nsjail.Job) (*nsjail.Sandbox,
 		return nil, nil
 	}
 	job.Payload.Lower = lower
+	// The run's own Config (a Build of the same profile, closed after
+	// engine.Run) holds the image's lock from here: the warm one's can go.
+	w.cfg.Close()
 	return w.Sandbox, nil
 }
 

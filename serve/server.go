@@ -95,6 +95,12 @@ type Config struct {
 	Breaker BreakerConfig
 	// Log gets the server's own messages (stderr by default).
 	Log func(format string, args ...any)
+	// MaxSessions caps the open sessions (sessions.go).
+	MaxSessions int
+	// SessionPool keeps N sessions started ahead, by profile name
+	// (--session-pool PROFILE=N): a POST /v1/sessions of that profile
+	// without limits or env takes one (session_pool.go).
+	SessionPool map[string]int
 }
 
 // Finished is one run as the OnResult hook sees it.
@@ -121,6 +127,7 @@ type Server struct {
 	ops     *ops
 	// patterns are the routes Handle registered (the OpenAPI test).
 	patterns []string
+	sess     *sessions
 }
 
 // ErrDrained is the cause of the runs a drain killed.
@@ -190,6 +197,8 @@ func New(cfg Config) (*Server, error) {
 		// metrics; they start in Serve, after this.
 		s.pools.feed = s.ops.metrics.Pool()
 	}
+	// After enableOps: the sessions feed ops's metrics.
+	s.registerSessions()
 	return s, nil
 }
 
@@ -230,6 +239,7 @@ func (s *Server) Drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	done := s.adm.close()
+	s.closeSessions()
 	select {
 	case <-done:
 	case <-ctx.Done():

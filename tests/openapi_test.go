@@ -96,7 +96,7 @@ func (c *apiChecker) checkRequest(req *http.Request, reqBody []byte) {
 
 // check validates one answer: its status is documented for the
 // operation, its headers and body match; an NDJSON body line by line
-// against the Event schema.
+// against the operation's stream schema.
 func (c *apiChecker) check(resp *http.Response, body, reqBody []byte) {
 	c.t.Helper()
 	in := c.input(resp.Request, reqBody)
@@ -112,7 +112,14 @@ func (c *apiChecker) check(resp *http.Response, body, reqBody []byte) {
 	if !stream {
 		return
 	}
+	// The operation's own stream schema: Event for /v1/exec and a job's
+	// events, SessionEvent for a session's exec.
 	event := c.doc.Components.Schemas["Event"].Value
+	if ok := in.Route.Operation.Responses.Status(200); ok != nil && ok.Value != nil {
+		if mt := ok.Value.Content.Get("application/x-ndjson"); mt != nil && mt.Schema != nil {
+			event = mt.Schema.Value
+		}
+	}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(nil, 64<<20)
 	n := 0
@@ -123,7 +130,7 @@ func (c *apiChecker) check(resp *http.Response, body, reqBody []byte) {
 			continue
 		}
 		if err := event.VisitJSON(v, openapi3.MultiErrors()); err != nil {
-			c.t.Errorf("%s: event %d does not match Event: %v\n%.1000s", what, n, err, sc.Bytes())
+			c.t.Errorf("%s: event %d does not match the stream schema: %v\n%.1000s", what, n, err, sc.Bytes())
 		}
 	}
 	if n == 0 {
@@ -151,7 +158,7 @@ func (c *apiChecker) mustReject(resp *http.Response, body []byte, old, new strin
 // /v1/openapi.json, and the requests the test sends match it too.
 func TestOpsOpenAPI(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
-		s := startOps(t, r, "--max-concurrent", "1", "--queue", "0", "--max-body", "65536", "--breaker-kills", "1", "--drain-timeout", "3s")
+		s := startOps(t, r, "--max-concurrent", "1", "--queue", "0", "--max-body", "65536", "--breaker-kills", "1", "--drain-timeout", "3s", "--max-sessions", "2")
 		c := newAPIChecker(t, s)
 		c.do("GET", "/healthz", "", nil, false)
 		c.do("GET", "/readyz", "", nil, false)
@@ -189,7 +196,10 @@ func TestOpsOpenAPI(t *testing.T) {
 		c.do("POST", "/v1/jobs", "agent-a", map[string]any{"code": strings.Repeat("#", 100_000)}, false)                  // 413
 		// Every authenticated operation asks for the token.
 		for _, op := range []struct{ method, path string }{{"POST", "/v1/exec"}, {"POST", "/v1/jobs"}, {"GET", "/v1/version"},
-			{"GET", "/v1/jobs/x"}, {"DELETE", "/v1/jobs/x"}, {"GET", "/v1/jobs/x/events"}} {
+			{"GET", "/v1/jobs/x"}, {"DELETE", "/v1/jobs/x"}, {"GET", "/v1/jobs/x/events"},
+			{"POST", "/v1/sessions"}, {"GET", "/v1/sessions/x"}, {"DELETE", "/v1/sessions/x"}, {"POST", "/v1/sessions/x/exec"},
+			{"POST", "/v1/sessions/x/interrupt"}, {"POST", "/v1/sessions/x/restart"}, {"POST", "/v1/sessions/x/snapshot"},
+			{"GET", "/v1/sessions/x/files"}, {"PUT", "/v1/sessions/x/files"}, {"DELETE", "/v1/sessions/x/files"}} {
 			var body any
 			if op.method == "POST" {
 				body = map[string]any{"code": "1"}
@@ -228,6 +238,96 @@ func TestOpsOpenAPI(t *testing.T) {
 		c.do("GET", "/v1/jobs/"+j.ID, "agent-a", nil, false)
 		c.do("GET", "/v1/jobs/"+j.ID+"/events", "agent-a", nil, false)
 
+		// Sessions: every route, its answers and its errors.
+		_, b = c.do("POST", "/v1/sessions", "agent-a", map[string]any{"profile": "standard", "ttl": "10m", "metadata": map[string]any{"task": "t2"}}, false)
+		var sess struct{ ID string }
+		if json.Unmarshal(b, &sess); sess.ID == "" {
+			t.Fatalf("POST /v1/sessions: %s", b)
+		}
+		sp := "/v1/sessions/" + sess.ID
+		c.do("POST", "/v1/sessions", "agent-a", map[string]any{"ttl": "soon"}, false)             // 400
+		c.do("POST", "/v1/sessions", "agent-a", map[string]any{"from_snapshot": "snap-x"}, false) // 404
+		c.do("GET", sp, "agent-a", nil, false)
+		c.do("GET", "/v1/sessions/x", "agent-a", nil, false) // 404
+		c.do("GET", sp, "agent-b", nil, false)               // 404: another token's
+		cells := []struct {
+			code string
+			want nsjail.ExecStatus
+		}{
+			{"x = 41", nsjail.ExecOK},
+			{"x + 1", nsjail.ExecOK},
+			{"print('out'); import sys; print('err', file=sys.stderr); 1/0", nsjail.ExecError},
+			{"while True: pass", nsjail.ExecTimeout},
+		}
+		for _, cell := range cells {
+			body := map[string]any{"code": cell.code}
+			if cell.want == nsjail.ExecTimeout {
+				body["timeout"] = "1s"
+			}
+			resp, b := c.do("POST", sp+"/exec", "agent-a", body, false)
+			var ex nsjail.Execution
+			if err := json.Unmarshal(b, &ex); err != nil || ex.Status != cell.want {
+				t.Errorf("cell %q: %s %s, want %s", cell.code, resp.Status, b, cell.want)
+			}
+			if cell.want == nsjail.ExecError {
+				c.mustReject(resp, b, `"status":"error"`, `"status":"broken"`)
+			}
+		}
+		c.do("POST", sp+"/exec", "agent-a", map[string]any{"code": "print('a', flush=True); x"}, false, "Accept", "application/x-ndjson")
+		c.do("POST", sp+"/exec", "agent-a", map[string]any{}, true)                        // 400: no code
+		c.do("POST", "/v1/sessions/x/exec", "agent-a", map[string]any{"code": "1"}, false) // 404
+		// A second cell while one runs: 409 session_busy.
+		busy := s.open("POST", sp+"/exec", "agent-a", map[string]any{"code": "import time; print('up', flush=True); time.sleep(2)"}, "Accept", "application/x-ndjson")
+		if l, err := readLine(busy.Body); err != nil || !strings.Contains(l, "up") {
+			t.Fatalf("the long cell did not start: %q %v", l, err)
+		}
+		if resp, b := c.do("POST", sp+"/exec", "agent-a", map[string]any{"code": "1"}, false); resp.StatusCode != 409 {
+			t.Errorf("a cell while one runs: %s %s, want 409", resp.Status, b)
+		}
+		io.Copy(io.Discard, busy.Body)
+		busy.Body.Close()
+		// Files: put, get, list, delete, and their errors.
+		c.do("PUT", sp+"/files?path=d/in.txt&mode=0600", "agent-a", "hello", false, "Content-Type", "application/octet-stream")
+		c.do("PUT", sp+"/files?path=d/big.bin", "agent-a", strings.Repeat("#", 100_000), false, "Content-Type", "application/octet-stream") // 413: past --max-body
+		c.do("PUT", sp+"/files?path=../x", "agent-a", "x", false, "Content-Type", "application/octet-stream")                               // 400
+		c.do("PUT", sp+"/files?path=x&mode=9", "agent-a", "x", true, "Content-Type", "application/octet-stream")                            // 400
+		if _, b := c.do("GET", sp+"/files?path=d/in.txt", "agent-a", nil, false); string(b) != "hello" {
+			t.Errorf("GET the file put: %q", b)
+		}
+		c.do("GET", sp+"/files", "agent-a", nil, false)
+		c.do("GET", sp+"/files?path=d", "agent-a", nil, false)
+		c.do("GET", sp+"/files?path=nope.txt", "agent-a", nil, false) // 404
+		c.do("GET", sp+"/files?path=../x", "agent-a", nil, false)     // 400
+		c.do("DELETE", sp+"/files?path=d/in.txt", "agent-a", nil, false)
+		c.do("DELETE", sp+"/files?path=d/in.txt", "agent-a", nil, false) // 404
+		c.do("DELETE", sp+"/files?path=../x", "agent-a", nil, false)     // 400
+		c.do("PUT", sp+"/files?path=keep.txt", "agent-a", "kept", false, "Content-Type", "application/octet-stream")
+		c.do("POST", sp+"/interrupt", "agent-a", nil, false)
+		c.do("POST", sp+"/restart", "agent-a", nil, false)
+		_, b = c.do("POST", sp+"/snapshot", "agent-a", nil, false)
+		var snap struct {
+			SnapshotID string `json:"snapshot_id"`
+		}
+		json.Unmarshal(b, &snap)
+		_, b = c.do("POST", "/v1/sessions", "agent-a", map[string]any{"from_snapshot": snap.SnapshotID}, false)
+		var restored struct{ ID string }
+		json.Unmarshal(b, &restored)
+		c.do("POST", "/v1/sessions", "agent-a", map[string]any{}, false) // 429: --max-sessions 2
+		for _, p := range []string{"/interrupt", "/restart", "/snapshot", "/files", ""} {
+			method := "POST"
+			if p == "/files" || p == "" {
+				method = "GET"
+			}
+			c.do(method, "/v1/sessions/x"+p, "agent-a", nil, false) // 404
+		}
+		c.do("PUT", "/v1/sessions/x/files?path=a", "agent-a", "a", false, "Content-Type", "application/octet-stream") // 404
+		c.do("DELETE", "/v1/sessions/x/files?path=a", "agent-a", nil, false)                                          // 404
+		c.do("DELETE", "/v1/sessions/"+restored.ID, "agent-a", nil, false)
+		c.do("DELETE", sp, "agent-a", nil, false)
+		c.do("DELETE", sp, "agent-a", nil, false) // 404
+		// The session ended: its routes answer 404 now.
+		c.do("POST", sp+"/exec", "agent-a", map[string]any{"code": "1"}, false)
+
 		// One CPU kill throttles agent-b (--breaker-kills 1): 429 throttled.
 		_, b = c.do("POST", "/v1/exec", "agent-b", map[string]any{"code": spin, "limits": map[string]any{"cpu_time": "1s"}}, false)
 		if res := decodeOpsResult(t, b); res.Status != nsjail.StatusCPULimit {
@@ -249,6 +349,7 @@ func TestOpsOpenAPI(t *testing.T) {
 		c.do("GET", "/readyz", "", nil, false)
 		c.do("POST", "/v1/exec", "agent-a", map[string]any{"code": "print(1)"}, false)
 		c.do("POST", "/v1/jobs", "agent-a", map[string]any{"code": "print(1)"}, false)
+		c.do("POST", "/v1/sessions", "agent-a", map[string]any{}, false) // 503
 		rest, _ := io.ReadAll(long.Body)
 		long.Body.Close()
 		if !strings.Contains(string(rest), "drain-timeout") {
@@ -270,8 +371,17 @@ func TestOpsOpenAPI(t *testing.T) {
 				}
 			}
 		}
+		// A session route's 409 (its sandbox gone under a request, or
+		// a cell running, but for exec's) and the 413 of a snapshot
+		// past its caps or of a GET of a file past the server's cap
+		// need a workspace of 10,000 files or hundreds of MB.
+		exempt := map[string]bool{
+			"POST /v1/sessions/{id}/restart 409": true, "POST /v1/sessions/{id}/snapshot 409": true, "POST /v1/sessions/{id}/snapshot 413": true,
+			"GET /v1/sessions/{id}/files 409": true, "PUT /v1/sessions/{id}/files 409": true, "DELETE /v1/sessions/{id}/files 409": true,
+			"GET /v1/sessions/{id}/files 413": true,
+		}
 		for _, u := range unseen {
-			if !strings.HasSuffix(u, " 408") {
+			if !strings.HasSuffix(u, " 408") && !exempt[u] {
 				t.Errorf("documented but not exercised: %s", u)
 			}
 		}

@@ -379,6 +379,73 @@ func TestOpsMetrics(t *testing.T) {
 	})
 }
 
+// TestOpsSessionMetrics: the session metrics are in /metrics (client_golang,
+// ops's registry) and move as sessions open, run cells and end: deleted,
+// and by their idle timeout.
+func TestOpsSessionMetrics(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startOps(t, r)
+		newSession := func(body map[string]any) string {
+			t.Helper()
+			resp, b := s.call("POST", "/v1/sessions", "agent-a", body)
+			var sr struct{ ID string }
+			if resp.StatusCode != 201 || json.Unmarshal(b, &sr) != nil || sr.ID == "" {
+				t.Fatalf("POST /v1/sessions: %s: %s\nserver:\n%s", resp.Status, b, s.stderr)
+			}
+			return sr.ID
+		}
+		cell := func(id, code string) string {
+			t.Helper()
+			resp, b := s.call("POST", "/v1/sessions/"+id+"/exec", "agent-a", map[string]any{"code": code})
+			var ex nsjail.Execution
+			if resp.StatusCode != 200 || json.Unmarshal(b, &ex) != nil {
+				t.Fatalf("exec %q: %s: %s", code, resp.Status, b)
+			}
+			return string(ex.Status)
+		}
+		before := s.metrics()
+		if _, ok := before["sbx_sessions_active"]; !ok {
+			t.Fatalf("sbx_sessions_active missing from /metrics")
+		}
+		id := newSession(map[string]any{"profile": "standard", "ttl": "10m"})
+		if st := cell(id, "x = 1"); st != "ok" {
+			t.Errorf("x = 1: %s", st)
+		}
+		if st := cell(id, "1/0"); st != "error" {
+			t.Errorf("1/0: %s", st)
+		}
+		if m := s.metrics(); m["sbx_sessions_active"]-before["sbx_sessions_active"] != 1 {
+			t.Errorf("sbx_sessions_active %v with one session open (before %v)", m["sbx_sessions_active"], before["sbx_sessions_active"])
+		}
+		if resp, b := s.call("DELETE", "/v1/sessions/"+id, "agent-a", nil); resp.StatusCode != 204 {
+			t.Errorf("DELETE the session: %s: %s", resp.Status, b)
+		}
+		newSession(map[string]any{"idle_timeout": "1s"})
+		var after map[string]float64
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if after = s.metrics(); after[`sbx_session_ends_total{reason="idle"}`] > before[`sbx_session_ends_total{reason="idle"}`] {
+				break
+			}
+		}
+		moved := func(key string, want float64) {
+			t.Helper()
+			if got := after[key] - before[key]; got != want {
+				t.Errorf("%s moved by %v, want %v", key, got, want)
+			}
+		}
+		moved(`sbx_session_executions_total{status="ok"}`, 1)
+		moved(`sbx_session_executions_total{status="error"}`, 1)
+		moved(`sbx_session_ends_total{reason="deleted"}`, 1)
+		moved(`sbx_session_ends_total{reason="idle"}`, 1)
+		moved(`sbx_sessions_active`, 0)
+		for k := range after {
+			if strings.HasPrefix(k, "sbx_session") && strings.Contains(k, id) {
+				t.Errorf("a session's id in a metric: %s", k)
+			}
+		}
+	})
+}
+
 // TestOpsBreaker: a token whose runs keep being killed by a CPU limit gets
 // 429 (throttled, with Retry-After and why), counted in /metrics; another
 // token is not throttled.

@@ -119,6 +119,10 @@ type Result struct {
 	// first, then DenialOther if there were too many distinct ones to
 	// name; null when there was no filter or the kernel could not tell.
 	SeccompDenials []Denial `json:"seccomp_denials"`
+	// Error is the uncaught exception a Python payload died of (name,
+	// value, its frames), captured in-process by the interpreter's runner
+	// (nsjail/warm_driver.py), not parsed from stderr; absent otherwise.
+	Error *PyError `json:"error,omitempty"`
 	// Warnings are things that went wrong without failing the run.
 	Warnings []string `json:"warnings,omitempty"`
 }

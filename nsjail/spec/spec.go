@@ -59,6 +59,10 @@ type Spec struct {
 	Landlock bool `json:"landlock,omitempty"`
 	// Warm asks for the interpreter started ahead of the payload (warm.go).
 	Warm *Warm `json:"warm,omitempty"`
+	// Session gives the payload the supervisor's session socket as its
+	// fd 3 (a SOCK_SEQPACKET pair, nsjail/session_linux.go): the channel
+	// of a session driver, beside the payload's stdio. Not with Warm.
+	Session bool `json:"session,omitempty"`
 	// Nothing of one request lives here (issue 12, item 3): the --env
 	// additions, whether file contents are sent and the timings travel
 	// with the Payload, so that one Spec serves every request of a
@@ -106,6 +110,10 @@ type Payload struct {
 	// Lower are the limits this payload lowers (warm.go), applied when it
 	// is claimed.
 	Lower *Lower `json:"lower,omitempty"`
+	// CaptureError asks for a Python payload (python3 SCRIPT or -c
+	// CODE) to be started by the runner that reports its uncaught
+	// exception (Result.Error); the supervisor sets it from Argv.
+	CaptureError bool `json:"capture_error,omitempty"`
 }
 
 // File is one input streamed into the workspace. Its Size bytes follow the
@@ -121,7 +129,16 @@ type File struct {
 
 // Validate lists every problem with the Spec, one error per check.
 func (s *Spec) Validate() error {
-	return errors.Join(checkVersion(s), checkSeccomp(s), checkIdentity(s), checkWorkdir(s), checkProcMasks(s), checkEnv(s.Env), CheckRlimits(s.Rlimits), checkOutputs(s.Outputs), checkWarm(s.Warm))
+	return errors.Join(checkVersion(s), checkSeccomp(s), checkIdentity(s), checkWorkdir(s), checkProcMasks(s), checkEnv(s.Env), CheckRlimits(s.Rlimits), checkOutputs(s.Outputs), checkWarm(s.Warm), checkSession(s))
+}
+
+// checkSession: a session's driver is its own payload, started cold
+// (the warm interpreter has no session socket).
+func checkSession(s *Spec) error {
+	if s.Session && s.Warm != nil {
+		return errors.New("session: a session sandbox is not warm (its driver is the payload)")
+	}
+	return nil
 }
 
 // isProcMask reports whether k is one of the kinds of ProcMasks.

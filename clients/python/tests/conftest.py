@@ -123,18 +123,15 @@ def sandbox(server: Server) -> sbx.Sandbox:
     return server.sandbox()
 
 
-def sessions_or_skip(server: Server) -> sbx.Sandbox:
-    """A session on the server, or a skip when it has no sessions: the
-    server answered 404 on POST /v1/sessions (issue 15 not built)."""
-    try:
-        return sbx.Sandbox.create(url=server.url, token=server.token, timeout=300)
-    except sbx.SessionsUnavailable as e:
-        pytest.skip("sbx serve answers 404 on POST /v1/sessions: sessions (issue 15) are not in this binary (%s)" % e)
+def new_session(server: Server) -> sbx.Sandbox:
+    """A session on the server. The binary under test has sessions
+    (issue 15): a 404 on POST /v1/sessions fails the test, not skips it."""
+    return sbx.Sandbox.create(url=server.url, token=server.token, timeout=300)
 
 
 @pytest.fixture()
 def session(server: Server) -> Iterator[sbx.Sandbox]:
-    sb = sessions_or_skip(server)
+    sb = new_session(server)
     try:
         yield sb
     finally:

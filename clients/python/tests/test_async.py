@@ -113,10 +113,7 @@ def test_async_local(binary: str) -> None:
 
 def test_async_session_state(server: Server) -> None:
     async def main():
-        try:
-            sb = await AsyncSandbox.create(url=server.url, token=server.token, timeout=120)
-        except sbx.SessionsUnavailable as e:
-            pytest.skip("sbx serve answers 404 on POST /v1/sessions: sessions (issue 15) are not in this binary (%s)" % e)
+        sb = await AsyncSandbox.create(url=server.url, token=server.token, timeout=120)
         async with sb:
             await sb.run_code("x = 41")
             ex = await sb.run_code("x + 1")

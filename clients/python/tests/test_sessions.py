@@ -1,9 +1,8 @@
 """Sessions (issue 15's API) through the client: state across run_code,
 rich results, errors, timeouts, files, snapshot, kill.
 
-Each test skips, saying why, when the server answers 404 on
-POST /v1/sessions (a binary without sessions); none passes without a
-session.
+Each runs on a real session of the binary under test, which has them:
+none skips, and none passes without a session.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import pytest
 
 import sbx
 
-from conftest import PNG_MAGIC, Server, sessions_or_skip
+from conftest import PNG_MAGIC, Server, new_session
 
 
 def test_state_across_run_code(session: sbx.Sandbox) -> None:
@@ -62,7 +61,7 @@ def test_streaming_cell(session: sbx.Sandbox) -> None:
 
 
 def test_png_result(server: Server) -> None:
-    sb = sessions_or_skip(server)
+    sb = new_session(server)
     try:
         ex = sb.run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])")
         pngs = [r for r in ex.results if r.png]
@@ -98,13 +97,10 @@ def test_interrupt_with_nothing_running(session: sbx.Sandbox) -> None:
 
 
 def test_snapshot_restores_the_workspace(server: Server) -> None:
-    sb = sessions_or_skip(server)
+    sb = new_session(server)
     try:
         sb.run_code("open('kept.txt', 'w').write('kept')")
-        try:
-            snap = sb.snapshot()
-        except sbx.SessionsUnavailable as e:
-            pytest.skip("this sbx serve's sessions have no snapshot endpoint yet (issue 15, 1): %s" % e)
+        snap = sb.snapshot()
     finally:
         sb.kill()
     restored = sbx.Sandbox.create(url=server.url, token=server.token, from_snapshot=snap)
@@ -115,7 +111,7 @@ def test_snapshot_restores_the_workspace(server: Server) -> None:
 
 
 def test_kill_ends_the_session(server: Server) -> None:
-    sb = sessions_or_skip(server)
+    sb = new_session(server)
     sid = sb.sandbox_id
     sb.run_code("x = 1")
     assert sb.kill() is True
@@ -126,7 +122,7 @@ def test_kill_ends_the_session(server: Server) -> None:
 
 
 def test_context_manager(server: Server) -> None:
-    sessions_or_skip(server).kill()
+    new_session(server).kill()
     with sbx.Sandbox.create(url=server.url, token=server.token, timeout=60) as sb:
         assert sb.run_code("6 * 7").text == "42"
         sid = sb.sandbox_id

@@ -1,0 +1,25 @@
+package nsjail
+
+import "github.com/sbx-sandbox/sbx/nsjail/spec"
+
+// The session contract's types (issue 15) live in nsjail/spec with the
+// others (contract.go).
+type (
+	Execution  = spec.Execution
+	ExecStatus = spec.ExecStatus
+	LogChunk   = spec.LogChunk
+	MIMEBundle = spec.MIMEBundle
+	PyError    = spec.PyError
+	PyFrame    = spec.PyFrame
+	ExecUsage  = spec.ExecUsage
+)
+
+// Session execution statuses (spec.ExecStatus).
+const (
+	ExecOK           = spec.ExecOK
+	ExecError        = spec.ExecError
+	ExecTimeout      = spec.ExecTimeout
+	ExecInterrupted  = spec.ExecInterrupted
+	ExecKilled       = spec.ExecKilled
+	ExecSessionEnded = spec.ExecSessionEnded
+)

@@ -1,0 +1,109 @@
+package spec
+
+// The session contract (issue 15): one Execution per cell, with E2B's
+// names, so that a client written for E2B's code interpreter maps onto it.
+
+// ExecStatus is how a cell ended.
+type ExecStatus string
+
+const (
+	// ExecOK: the cell ran to its end.
+	ExecOK ExecStatus = "ok"
+	// ExecError: it raised; Error says what.
+	ExecError ExecStatus = "error"
+	// ExecTimeout: it passed its timeout. It was interrupted (SIGINT,
+	// KeyboardInterrupt, state kept), or, when it did not yield within
+	// the grace, its interpreter was killed (StateLost).
+	ExecTimeout ExecStatus = "timeout"
+	// ExecInterrupted: the client interrupted it.
+	ExecInterrupted ExecStatus = "interrupted"
+	// ExecKilled: its interpreter died under it (a memory or pids
+	// limit, a signal, os._exit) and was restarted (StateLost).
+	ExecKilled ExecStatus = "killed"
+	// ExecSessionEnded: the session's sandbox is gone (its TTL, its CPU
+	// limit, a kill); the session is over.
+	ExecSessionEnded ExecStatus = "session_ended"
+)
+
+// Execution is what one cell of a session did.
+type Execution struct {
+	ExecutionCount int        `json:"execution_count"`
+	Status         ExecStatus `json:"status"`
+	// Stdout and Stderr are the cell's, capped (head and tail) like a
+	// Result's; the Bytes count everything it wrote.
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	// Logs are the output in the order it came, tagged by stream, with
+	// when it was read; capped in count and bytes (LogsTruncated).
+	Logs          []LogChunk `json:"logs"`
+	LogsTruncated bool       `json:"logs_truncated,omitempty"`
+	// Results are the last expression's value (IsMainResult) and every
+	// display() and open figure, in order.
+	Results          []MIMEBundle `json:"results"`
+	ResultsTruncated bool         `json:"results_truncated,omitempty"`
+	Error            *PyError     `json:"error"`
+	// StateLost: the interpreter was restarted during this cell, or
+	// since the last one: its globals are gone, the workspace is not.
+	StateLost bool `json:"state_lost"`
+	// Limit names the sandbox limit the cell ran into, from the cgroup's
+	// counts during it: "memory" (the OOM killer killed a process of the
+	// session, or without a cgroup the cell raised MemoryError) or "pids"
+	// (the cgroup refused a fork); absent when none.
+	Limit string    `json:"limit,omitempty"`
+	Usage ExecUsage `json:"usage"`
+	// Message says why, for anything but ok and error.
+	Message string `json:"message,omitempty"`
+}
+
+// LogChunk is one read of a stream.
+type LogChunk struct {
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Data   string `json:"data"`
+	// TMS is when it was read, in ms since the cell started.
+	TMS int64 `json:"t_ms"`
+}
+
+// MIMEBundle is one value as its _repr_*_ methods render it (as IPython
+// does); binary ones (png, jpeg) in base64.
+type MIMEBundle struct {
+	Text         string `json:"text,omitempty"`
+	HTML         string `json:"html,omitempty"`
+	Markdown     string `json:"markdown,omitempty"`
+	SVG          string `json:"svg,omitempty"`
+	PNG          string `json:"png,omitempty"`
+	JPEG         string `json:"jpeg,omitempty"`
+	JSON         string `json:"json,omitempty"`
+	LaTeX        string `json:"latex,omitempty"`
+	IsMainResult bool   `json:"is_main_result"`
+}
+
+// PyError is an uncaught Python exception: a session cell's, or a
+// one-shot run's (Result.Error).
+type PyError struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// Traceback is the frames from the cell's (or script's) own down to
+	// where it was raised; the driver's are left out.
+	Traceback []PyFrame `json:"traceback"`
+}
+
+// PyFrame is one frame of a traceback.
+type PyFrame struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Function string `json:"function"`
+	Code     string `json:"code"`
+}
+
+// ExecUsage is one cell's: its wall time, and the sandbox's CPU during it
+// and peak memory (the cgroup's: over the session's life, memory.peak
+// cannot be reset per cell on every kernel).
+type ExecUsage struct {
+	WallMS          int64 `json:"wall_ms"`
+	CPUMS           int64 `json:"cpu_ms"`
+	MemoryPeakBytes int64 `json:"memory_peak_bytes"`
+}
