@@ -160,9 +160,10 @@ install: sbx docs
 	install -D -m 0644 $(DOCDIR)/sbx.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sbx.fish
 
 # image-data: a data-science image built from Debian's own packages: a
-# minimal bookworm with python3, numpy, pandas and matplotlib (scipy is left
-# out: the flows do not need it, and it is the biggest of them; add it with
-# DATA_PKGS), by mmdebstrap (mode auto: unshare, so rootless, unless make
+# minimal bookworm with python3, numpy, pandas and matplotlib (scipy is not
+# listed, but bookworm's python3-fonttools, which matplotlib needs, depends
+# on it, and it brings python3-pythran, g++ and boost: ~1.2 GB unpacked), by
+# mmdebstrap (mode auto: unshare, so rootless, unless make
 # runs as root), wrapped as an OCI archive (internal/mkoci) and imported into
 # the store as sbx-data (examples/data-image.toml runs on it). It downloads
 # from DATA_MIRROR: CI runs it as a separate, slower step (.ci/image-data).
