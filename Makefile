@@ -160,20 +160,29 @@ install: sbx docs
 	install -D -m 0644 $(DOCDIR)/sbx.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sbx.fish
 
 # image-data: a data-science image built from Debian's own packages: a
-# minimal bookworm with python3, numpy, pandas, matplotlib and scipy, by
-# mmdebstrap (mode auto: unshare, so rootless, unless make runs as root),
-# wrapped as an OCI archive (internal/mkoci) and imported into the store
-# as sbx-data (examples/data-image.toml runs on it). It downloads from
-# DATA_MIRROR: CI runs it as a separate, slower step (.ci/image-data).
+# minimal bookworm with python3, numpy, pandas and matplotlib (scipy is not
+# listed, but bookworm's python3-fonttools, which matplotlib needs, depends
+# on it, and it brings python3-pythran, g++ and boost: ~1.2 GB unpacked), by
+# mmdebstrap (mode auto: unshare, so rootless, unless make
+# runs as root), wrapped as an OCI archive (internal/mkoci) and imported into
+# the store as sbx-data (examples/data-image.toml runs on it). It downloads
+# from DATA_MIRROR: CI runs it as a separate, slower step (.ci/image-data).
+# The .debs are kept in DATA_CACHE (sync-in/sync-out, as mmdebstrap(1)'s
+# EXAMPLES show; --skip=essential/unlink keeps them), so a second build
+# downloads only what changed.
 DATA_SUITE  ?= bookworm
 DATA_MIRROR ?= http://deb.debian.org/debian
-DATA_PKGS   ?= python3,python3-numpy,python3-pandas,python3-matplotlib,python3-scipy,fonts-dejavu-core,ca-certificates
+DATA_PKGS   ?= python3,python3-numpy,python3-pandas,python3-matplotlib,fonts-dejavu-core
 DATA_OUT    ?= build/sbx-data.oci.tar
+DATA_CACHE  ?= build/apt-cache
 image-data: sbx
 	@command -v mmdebstrap >/dev/null || { echo "make image-data: needs mmdebstrap (apt-get install mmdebstrap uidmap)" >&2; exit 1; }
-	mkdir -p build
-	mmdebstrap --variant=apt --include=$(DATA_PKGS) \
+	mkdir -p build $(DATA_CACHE)
+	mmdebstrap --variant=apt --include=$(DATA_PKGS) --skip=essential/unlink \
 		--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+		--setup-hook='mkdir -p "$$1"/var/cache/apt/archives/' \
+		--setup-hook='sync-in $(abspath $(DATA_CACHE)) /var/cache/apt/archives/' \
+		--customize-hook='sync-out /var/cache/apt/archives $(abspath $(DATA_CACHE))' \
 		--customize-hook='rm -rf "$$1"/var/cache/apt/* "$$1"/var/lib/apt/lists/*' \
 		--format=tar $(DATA_SUITE) build/sbx-data-rootfs.tar $(DATA_MIRROR)
 	$(GO) run ./internal/mkoci -name sbx-data:$(DATA_SUITE) -env PATH=/usr/local/bin:/usr/bin:/bin -env LANG=C.UTF-8 build/sbx-data-rootfs.tar $(DATA_OUT)
