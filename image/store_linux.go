@@ -127,6 +127,13 @@ func hexOf(id string) string { return strings.TrimPrefix(id, "sha256:") }
 // LOCK_EX, with LOCK_NB to fail with EWOULDBLOCK instead of waiting.
 func lockFile(path string, how int) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	if how&unix.LOCK_SH != 0 && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EROFS)) {
+		// A store another user made (root's /var/lib/sbx, or a read-only
+		// one): its lock files exist and are not ours to write, but
+		// flock(2) takes a shared lock on a read-only fd as well, so a
+		// run can hold its image against that user's rm and prune.
+		f, err = os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
