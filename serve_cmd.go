@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -54,7 +55,7 @@ func serveCommand() *cli.Command {
 		OnUsageError:    usageError,
 		HideHelpCommand: true,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: serve.DefaultListen, Usage: "`ADDR` to serve on: HOST:PORT, or unix:/PATH (a socket of mode 0660)"},
+			&cli.StringFlag{Name: "listen", Value: serve.DefaultListen, Usage: "`ADDR` to serve on: HOST:PORT, or unix:/PATH (a socket of mode 0660); not with a socket passed in LISTEN_FDS (systemd's sbx.socket), which is used instead"},
 			&cli.StringFlag{Name: "token-file", Usage: "accept the bearer tokens in `FILE`: NAME:TOKEN lines (mode 0640 or less); else $SBX_TOKEN"},
 			&cli.StringSliceFlag{Name: "profiles", Usage: "the profiles clients may use, `NAME|FILE,...`; the first is a request's default", DefaultText: strings.Join(append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...), ",")},
 			&cli.IntFlag{Name: "max-concurrent", Value: runtime.NumCPU(), Usage: "`N` runs at once", DefaultText: fmt.Sprintf("the CPUs sbx may use, %d here", runtime.NumCPU())},
@@ -120,7 +121,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	ln, err := serve.Listen(c.String("listen"), len(cfg.Tokens) > 0)
+	ln, inherited, err := listener(c, len(cfg.Tokens) > 0)
 	if err != nil {
 		return fail(err)
 	}
@@ -131,6 +132,9 @@ func serveAction(c *cli.Context) error {
 	auth := fmt.Sprintf("%d bearer tokens", len(cfg.Tokens))
 	if len(cfg.Tokens) == 0 {
 		auth = "no token (anyone who can connect may run code)"
+	}
+	if inherited {
+		auth += "; the socket passed in LISTEN_FDS"
 	}
 	warm := "no warm pool"
 	if len(pools) > 0 {
@@ -157,10 +161,31 @@ func serveAction(c *cli.Context) error {
 		<-served
 		fmt.Fprintf(os.Stderr, "sbx serve: drained in %v; bye\n", time.Since(start).Round(time.Millisecond))
 	}
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+	// An inherited socket's path is the service manager's: it stays, so
+	// that the next start of sbx.service finds it.
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok && !inherited {
 		os.Remove(path)
 	}
 	return nil
+}
+
+// listener is the socket a service manager passed (LISTEN_FDS, systemd's
+// sbx.socket), else --listen's. Both at once is an error: which one the
+// operator meant cannot be told.
+func listener(c *cli.Context, tokens bool) (ln net.Listener, inherited bool, err error) {
+	act, err := serve.ReadActivation(os.Getenv, os.Getpid())
+	if err != nil {
+		return nil, false, err
+	}
+	if act.FDs == 0 {
+		ln, err := serve.Listen(c.String("listen"), tokens)
+		return ln, false, err
+	}
+	if c.IsSet("listen") {
+		return nil, false, fmt.Errorf("--listen %s and a socket passed in LISTEN_FDS (socket activation): give one", c.String("listen"))
+	}
+	ln, err = serve.Inherited(act, tokens)
+	return ln, true, err
 }
 
 // others is names without skip.
