@@ -160,3 +160,37 @@ func TestServeSocketActivation(t *testing.T) {
 		}
 	})
 }
+
+// TestDeployConfinement: what the systemd unit (User=sbx,
+// NoNewPrivileges=yes, an empty CapabilityBoundingSet=) and the Kubernetes
+// pod (runAsUser 65534, allowPrivilegeEscalation: false, capabilities
+// drop ALL) leave sbx is enough: as uid 65534 with no_new_privs and an
+// empty bounding set, sbx serve builds sandboxes and runs a payload. Only
+// the uid 65534 case applies: root needs CAP_SETUID to map the sandbox's
+// uid to an unprivileged host uid, and neither deployment runs sbx as root.
+func TestDeployConfinement(t *testing.T) {
+	r := runner{"uid65534", nobody}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start sbx as uid 65534 with setpriv")
+	}
+	requireUserNS(t, r)
+	dir := ownedDir(t, r)
+	tmp := filepath.Join(dir, "tmp")
+	os.Mkdir(tmp, 0o700)
+	os.Chown(tmp, r.uid, r.uid)
+	cmd := exec.Command("setpriv", "--no-new-privs", "--bounding-set", "-all", "--inh-caps", "-all",
+		fmt.Sprintf("--reuid=%d", r.uid), fmt.Sprintf("--regid=%d", r.uid), "--clear-groups",
+		sbxBin, "serve", "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	s := launch(t, cmd, "", tmp)
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	for _, want := range []string{"CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "CapEff:\t0000000000000000"} {
+		if !strings.Contains(string(status), want) {
+			t.Fatalf("sbx serve is not confined as the deployments confine it: no %q in\n%s", want, status)
+		}
+	}
+	res, _ := s.exec(map[string]any{"code": "import pandas, os; print(os.getuid(), len(pandas.DataFrame({'a': [1, 2]})))"})
+	if res.Status != nsjail.StatusOK || strings.TrimSpace(res.Stdout) != "1000 2" {
+		t.Errorf("a run under no_new_privs and no capability: %s %q %q %s", res.Status, res.Stdout, res.Stderr, res.Message)
+	}
+}
