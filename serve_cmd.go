@@ -64,6 +64,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed: `DURATION`"},
 			&cli.DurationFlag{Name: "body-timeout", Value: serve.DefaultBodyTimeout, Usage: "how long a client may take to send its request body: `DURATION` (408 past it; it holds no worker meanwhile)"},
 			&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body: `BYTES` (413 past it)", DefaultText: "33554432, 32 MiB"},
+			&cli.StringFlag{Name: "node-name", Usage: "this node's `NAME` behind a load balancer: every response says it in X-Sbx-Node (docs/deploy.md)", DefaultText: "the hostname"},
 			&cli.StringSliceFlag{Name: "pool", Usage: "keep warm sandboxes ready: `PROFILE=N[:MAX],...` (N ready when idle, growing toward MAX under demand)"},
 		},
 		Action: serveAction,
@@ -83,6 +84,7 @@ func serveAction(c *cli.Context) error {
 		DrainTimeout:  c.Duration("drain-timeout"),
 		MaxBody:       c.Int64("max-body"),
 		BodyTimeout:   c.Duration("body-timeout"),
+		NodeName:      c.String("node-name"),
 	}
 	if cfg.MaxConcurrent <= 0 {
 		return fail(fmt.Errorf("--max-concurrent %d: must be 1 or more", cfg.MaxConcurrent))
@@ -144,8 +146,8 @@ func serveAction(c *cli.Context) error {
 		}
 		warm = "pools " + strings.Join(ps, ",")
 	}
-	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s; %s\n",
-		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, warm, auth)
+	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s; %s; node %s\n",
+		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, warm, auth, srv.NodeName())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)

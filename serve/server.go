@@ -95,6 +95,9 @@ type Config struct {
 	Breaker BreakerConfig
 	// Log gets the server's own messages (stderr by default).
 	Log func(format string, args ...any)
+	// NodeName is this node's name (--node-name; NodeName checks it):
+	// every response carries it in NodeHeader (node.go).
+	NodeName string
 }
 
 // Finished is one run as the OnResult hook sees it.
@@ -172,8 +175,12 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.Start = ps.starter
 	}
 	s.killCtx, s.kill = context.WithCancelCause(context.Background())
+	if cfg.NodeName, err = NodeName(cfg.NodeName); err != nil {
+		return nil, err
+	}
+	s.cfg.NodeName = cfg.NodeName
 	s.http = &http.Server{
-		Handler:           s.mux,
+		Handler:           withNode(cfg.NodeName, s.mux),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
