@@ -122,6 +122,8 @@ type Server struct {
 	killCtx context.Context
 	kill    context.CancelCauseFunc
 	ops     *ops
+	// work holds the runs' files (workdir.go).
+	work workDir
 	// patterns are the routes Handle registered (the OpenAPI test).
 	patterns []string
 }
@@ -173,6 +175,14 @@ func New(cfg Config) (*Server, error) {
 	s.pools = ps
 	if s.cfg.Start == nil && len(cfg.Pools) > 0 {
 		s.cfg.Start = ps.starter
+	}
+	// What a server SIGKILLed in this TMPDIR left (its runs' files).
+	removed, err := sweepWorkDirs(os.TempDir())
+	if len(removed) > 0 {
+		cfg.Log("removed the files of %d runs a server that died left in %s: %v", len(removed), os.TempDir(), removed)
+	}
+	if err != nil {
+		cfg.Log("left in %s: %v", os.TempDir(), err)
 	}
 	s.killCtx, s.kill = context.WithCancelCause(context.Background())
 	if cfg.NodeName, err = NodeName(cfg.NodeName); err != nil {
@@ -250,6 +260,8 @@ func (s *Server) Drain() {
 	if err := s.http.Shutdown(sctx); err != nil {
 		s.http.Close()
 	}
+	// After Shutdown: no handler is left to make a run's directory.
+	s.work.remove()
 }
 
 // authenticated checks the bearer token, in constant time against each

@@ -70,6 +70,13 @@ func activated(t *testing.T, r runner, ln *net.TCPListener, args ...string) *ser
 	tmp := filepath.Join(dir, "tmp")
 	os.Mkdir(tmp, 0o700)
 	os.Chown(tmp, r.uid, r.uid)
+	return activatedIn(t, r, f, tmp, args...)
+}
+
+// activatedIn is activated with the listening socket's file f and the
+// server's TMPDIR tmp given (a node restarted in the same TMPDIR).
+func activatedIn(t *testing.T, r runner, f *os.File, tmp string, args ...string) *server {
+	t.Helper()
 	inner := r.command(append([]string{"serve"}, args...)...)
 	cmd := exec.Command("sh", append([]string{"-c", `export LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=sbx.socket; exec "$@"`, "sh"}, inner.Args...)...)
 	cmd.Path, _ = exec.LookPath("sh")
