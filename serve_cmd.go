@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -55,7 +56,7 @@ func serveCommand() *cli.Command {
 		OnUsageError:    usageError,
 		HideHelpCommand: true,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: serve.DefaultListen, Usage: "`ADDR` to serve on: HOST:PORT, or unix:/PATH (a socket of mode 0660)"},
+			&cli.StringFlag{Name: "listen", Value: serve.DefaultListen, Usage: "`ADDR` to serve on: HOST:PORT, or unix:/PATH (a socket of mode 0660); not with a socket passed in LISTEN_FDS (systemd's sbx.socket), which is used instead"},
 			&cli.StringFlag{Name: "token-file", Usage: "accept the bearer tokens in `FILE`: NAME:TOKEN lines (mode 0640 or less); else $SBX_TOKEN"},
 			&cli.StringSliceFlag{Name: "profiles", Usage: "the profiles clients may use, `NAME|FILE,...`; the first is a request's default", DefaultText: strings.Join(append([]string{profiles.DefaultName}, others(profiles.Names(), profiles.DefaultName)...), ",")},
 			&cli.IntFlag{Name: "max-concurrent", Value: runtime.NumCPU(), Usage: "`N` runs at once", DefaultText: fmt.Sprintf("the CPUs sbx may use, %d here", runtime.NumCPU())},
@@ -66,6 +67,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed: `DURATION`"},
 			&cli.DurationFlag{Name: "body-timeout", Value: serve.DefaultBodyTimeout, Usage: "how long a client may take to send its request body: `DURATION` (408 past it; it holds no worker meanwhile)"},
 			&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body: `BYTES` (413 past it)", DefaultText: "33554432, 32 MiB"},
+			&cli.StringFlag{Name: "node-name", Usage: "this node's `NAME` behind a load balancer: every response says it in X-Sbx-Node (docs/deploy.md)", DefaultText: "the hostname"},
 			&cli.StringSliceFlag{Name: "pool", Usage: "keep warm sandboxes ready: `PROFILE=N[:MAX],...` (N ready when idle, growing toward MAX under demand)"},
 		},
 		Action: serveAction,
@@ -87,6 +89,7 @@ func serveAction(c *cli.Context) error {
 		DrainTimeout:  c.Duration("drain-timeout"),
 		MaxBody:       c.Int64("max-body"),
 		BodyTimeout:   c.Duration("body-timeout"),
+		NodeName:      c.String("node-name"),
 	}
 	if cfg.MaxConcurrent <= 0 {
 		return fail(fmt.Errorf("--max-concurrent %d: must be 1 or more", cfg.MaxConcurrent))
@@ -133,7 +136,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	ln, err := serve.Listen(c.String("listen"), len(cfg.Tokens) > 0)
+	ln, inherited, err := listener(c, len(cfg.Tokens) > 0)
 	if err != nil {
 		return fail(err)
 	}
@@ -145,6 +148,9 @@ func serveAction(c *cli.Context) error {
 	if len(cfg.Tokens) == 0 {
 		auth = "no token (anyone who can connect may run code)"
 	}
+	if inherited {
+		auth += "; the socket passed in LISTEN_FDS"
+	}
 	warm := "no warm pool"
 	if len(pools) > 0 {
 		var ps []string
@@ -153,8 +159,8 @@ func serveAction(c *cli.Context) error {
 		}
 		warm = "pools " + strings.Join(ps, ",")
 	}
-	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s; %s\n",
-		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, warm, auth)
+	fmt.Fprintf(os.Stderr, "sbx serve: listening on %s; profiles %s; %d at once, %d queued; %s; %s; node %s\n",
+		addr, strings.Join(cfg.Profiles, ","), cfg.MaxConcurrent, cfg.Queue, warm, auth, srv.NodeName())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -170,10 +176,31 @@ func serveAction(c *cli.Context) error {
 		<-served
 		fmt.Fprintf(os.Stderr, "sbx serve: drained in %v; bye\n", time.Since(start).Round(time.Millisecond))
 	}
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+	// An inherited socket's path is the service manager's: it stays, so
+	// that the next start of sbx.service finds it.
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok && !inherited {
 		os.Remove(path)
 	}
 	return nil
+}
+
+// listener is the socket a service manager passed (LISTEN_FDS, systemd's
+// sbx.socket), else --listen's. Both at once is an error: which one the
+// operator meant cannot be told.
+func listener(c *cli.Context, tokens bool) (ln net.Listener, inherited bool, err error) {
+	act, err := serve.ReadActivation(os.Getenv, os.Getpid())
+	if err != nil {
+		return nil, false, err
+	}
+	if act.FDs == 0 {
+		ln, err := serve.Listen(c.String("listen"), tokens)
+		return ln, false, err
+	}
+	if c.IsSet("listen") {
+		return nil, false, fmt.Errorf("--listen %s and a socket passed in LISTEN_FDS (socket activation): give one", c.String("listen"))
+	}
+	ln, err = serve.Inherited(act, tokens)
+	return ln, true, err
 }
 
 // others is names without skip.

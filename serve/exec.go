@@ -103,7 +103,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	// The profile's image (if it has one) stays locked in the store
 	// until the run is answered.
 	defer cfg.Close()
-	dir, err := os.MkdirTemp("", "sbx-serve-")
+	dir, err := s.work.run()
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 		return

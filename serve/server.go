@@ -101,6 +101,9 @@ type Config struct {
 	// (--session-pool PROFILE=N): a POST /v1/sessions of that profile
 	// without limits or env takes one (session_pool.go).
 	SessionPool map[string]int
+	// NodeName is this node's name (--node-name; NodeName checks it):
+	// every response carries it in NodeHeader (node.go).
+	NodeName string
 }
 
 // Finished is one run as the OnResult hook sees it.
@@ -125,6 +128,8 @@ type Server struct {
 	killCtx context.Context
 	kill    context.CancelCauseFunc
 	ops     *ops
+	// work holds the runs' files (workdir.go).
+	work workDir
 	// patterns are the routes Handle registered (the OpenAPI test).
 	patterns []string
 	sess     *sessions
@@ -178,9 +183,21 @@ func New(cfg Config) (*Server, error) {
 	if s.cfg.Start == nil && len(cfg.Pools) > 0 {
 		s.cfg.Start = ps.starter
 	}
+	// What a server SIGKILLed in this TMPDIR left (its runs' files).
+	removed, err := sweepWorkDirs(os.TempDir())
+	if len(removed) > 0 {
+		cfg.Log("removed the files of %d runs a server that died left in %s: %v", len(removed), os.TempDir(), removed)
+	}
+	if err != nil {
+		cfg.Log("left in %s: %v", os.TempDir(), err)
+	}
 	s.killCtx, s.kill = context.WithCancelCause(context.Background())
+	if cfg.NodeName, err = NodeName(cfg.NodeName); err != nil {
+		return nil, err
+	}
+	s.cfg.NodeName = cfg.NodeName
 	s.http = &http.Server{
-		Handler:           s.mux,
+		Handler:           withNode(cfg.NodeName, s.mux),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -253,6 +270,8 @@ func (s *Server) Drain() {
 	if err := s.http.Shutdown(sctx); err != nil {
 		s.http.Close()
 	}
+	// After Shutdown: no handler is left to make a run's directory.
+	s.work.remove()
 }
 
 // authenticated checks the bearer token, in constant time against each

@@ -1,0 +1,364 @@
+//go:build integration
+
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+// cluster is three `sbx serve` nodes behind a real HAProxy configured
+// from deploy/haproxy/sbx.cfg. The test holds each node's listening
+// socket and passes it in LISTEN_FDS, as systemd's sbx.socket does: a
+// node restarted after SIGKILL or a drain is on the same address, which
+// the HAProxy configuration names.
+type cluster struct {
+	t       *testing.T
+	r       runner
+	lb      string // http://127.0.0.1:PORT
+	socks   [3]*net.TCPListener
+	nodes   [3]*server
+	haproxy *exec.Cmd
+	hlog    *lockedBuffer
+}
+
+func nodeName(i int) string { return fmt.Sprintf("sbx-%d", i+1) }
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func startCluster(t *testing.T, r runner) *cluster {
+	hap, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (Debian: apt-get install haproxy; .ci/run installs it): the multi-node test needs a real load balancer")
+	}
+	c := &cluster{t: t, r: r, hlog: &lockedBuffer{}}
+	cfg, err := os.ReadFile("../deploy/haproxy/sbx.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(cfg)
+	for i := range c.socks {
+		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		c.socks[i] = ln
+		old := fmt.Sprintf("127.0.0.1:1837%d", i+1)
+		if !strings.Contains(text, "server "+nodeName(i)+" "+old) {
+			t.Fatalf("deploy/haproxy/sbx.cfg has no server %s %s", nodeName(i), old)
+		}
+		text = strings.ReplaceAll(text, old, ln.Addr().String())
+		c.startNode(i)
+	}
+	port := freePort(t)
+	if !strings.Contains(text, "bind 127.0.0.1:8377") {
+		t.Fatal("deploy/haproxy/sbx.cfg does not bind 127.0.0.1:8377")
+	}
+	text = strings.ReplaceAll(text, "bind 127.0.0.1:8377", fmt.Sprintf("bind 127.0.0.1:%d", port))
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// -db: foreground, no daemon; the test ends it by its pid.
+	c.haproxy = exec.Command(hap, "-db", "-f", path)
+	c.haproxy.Stdout, c.haproxy.Stderr = c.hlog, c.hlog
+	if err := c.haproxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { c.haproxy.Wait(); close(done) }()
+	t.Cleanup(func() {
+		c.haproxy.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			c.haproxy.Process.Kill()
+			<-done
+		}
+	})
+	c.lb = fmt.Sprintf("http://127.0.0.1:%d", port)
+	// Ready when each node has answered through HAProxy.
+	c.waitFor(60*time.Second, "every node in HAProxy's rotation", func() bool {
+		seen := map[string]bool{}
+		for range 30 {
+			if resp, err := http.Get(c.lb + "/readyz"); err == nil {
+				resp.Body.Close()
+				seen[resp.Header.Get("X-Sbx-Node")] = resp.StatusCode == 200
+			}
+		}
+		return seen["sbx-1"] && seen["sbx-2"] && seen["sbx-3"]
+	})
+	return c
+}
+
+// startNode starts node i on its held socket.
+func (c *cluster) startNode(i int) {
+	if c.nodes[i] == nil {
+		c.nodes[i] = activated(c.t, c.r, c.socks[i], c.nodeArgs(i)...)
+		return
+	}
+	f, err := c.socks[i].File()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	c.nodes[i] = activatedIn(c.t, c.r, f, c.nodes[i].tmp, c.nodeArgs(i)...)
+}
+
+func (c *cluster) nodeArgs(i int) []string {
+	return []string{"--node-name", nodeName(i), "--drain-timeout", "60s", "--max-concurrent", "2", "--queue", "8"}
+}
+
+func (c *cluster) waitFor(d time.Duration, what string, ok func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not within %v: %s\nhaproxy:\n%s", d, what, c.hlog)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// oneShot is one POST /v1/exec through HAProxy: the node that ran it, or
+// why it failed (a status other than 200, or a Result that is not ok).
+func (c *cluster) oneShot(code string) (node string, err error) {
+	return c.run(map[string]any{"code": code})
+}
+
+// run posts req to /v1/exec through HAProxy, as oneShot.
+func (c *cluster) run(req map[string]any) (node string, err error) {
+	body, _ := json.Marshal(req)
+	resp, err := http.Post(c.lb+"/v1/exec", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	node = resp.Header.Get("X-Sbx-Node")
+	if resp.StatusCode != 200 {
+		return node, fmt.Errorf("%s from %q: %s", resp.Status, node, b)
+	}
+	var res nsjail.Result
+	if err := json.Unmarshal(b, &res); err != nil || res.Status != nsjail.StatusOK {
+		return node, fmt.Errorf("from %s: status %s (%v): %s", node, res.Status, err, b)
+	}
+	return node, nil
+}
+
+// load sends one-shot runs through HAProxy from workers goroutines until
+// stop is closed, counting answers per node and failures.
+type load struct {
+	mu       sync.Mutex
+	perNode  map[string]int
+	failures []string
+	total    atomic.Int64
+	wg       sync.WaitGroup
+}
+
+func (c *cluster) load(workers int, stop <-chan struct{}) *load {
+	l := &load{perNode: map[string]int{}}
+	for range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				node, err := c.oneShot("print(sum(range(1000)))")
+				l.total.Add(1)
+				l.mu.Lock()
+				if err != nil {
+					l.failures = append(l.failures, err.Error())
+				} else {
+					l.perNode[node]++
+				}
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+func (l *load) snapshot() (map[string]int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := map[string]int{}
+	for k, v := range l.perNode {
+		m[k] = v
+	}
+	return m, append([]string(nil), l.failures...)
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestDeployMultiNode: three `sbx serve` behind Debian's HAProxy with
+// deploy/haproxy/sbx.cfg. One-shot runs spread over all three. SIGTERM
+// drains a node under load: its /readyz goes 503, HAProxy takes it out,
+// its run in flight finishes, and no request fails (the 503s of the
+// drain are retried elsewhere); it comes back into the rotation when
+// restarted. SIGKILL of a node: its run in flight fails cleanly (an HTTP
+// error, never a wrong Result), the others go on, nothing of it is left
+// (payload processes, TMPDIR), and after its restart it takes runs again.
+func TestDeployMultiNode(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		c := startCluster(t, r)
+
+		// 1. Spread.
+		stop := make(chan struct{})
+		l := c.load(6, stop)
+		c.waitFor(120*time.Second, "30 one-shot runs", func() bool { return l.total.Load() >= 30 })
+		close(stop)
+		l.wg.Wait()
+		spread, fails := l.snapshot()
+		t.Logf("spread: %d requests, per node %v, %d failed", l.total.Load(), spread, len(fails))
+		if len(fails) > 0 {
+			t.Errorf("one-shot runs failed: %v", fails)
+		}
+		for i := range 3 {
+			if spread[nodeName(i)] == 0 {
+				t.Errorf("node %s got none of the one-shot runs: %v", nodeName(i), spread)
+			}
+		}
+
+		// 2. Drain sbx-1 under load, with a run in flight on it.
+		mark := marker(t)
+		defer killMarked(mark)
+		n1 := c.nodes[0]
+		if code, body := get(n1.base + "/readyz"); code != 200 {
+			t.Fatalf("sbx-1 /readyz before the drain: %d %s", code, body)
+		}
+		inflight := make(chan error, 1)
+		go func() {
+			_, err := (&cluster{lb: n1.base}).run(map[string]any{"argv": []string{"python3", "-c", "import time; time.sleep(4)", mark}})
+			inflight <- err
+		}()
+		c.waitFor(30*time.Second, "the long run started on sbx-1", func() bool { return len(processesWith(mark)) > 0 })
+		stop = make(chan struct{})
+		l = c.load(4, stop)
+		time.Sleep(time.Second)
+		start := time.Now()
+		n1.cmd.Process.Signal(syscall.SIGTERM)
+		time.Sleep(300 * time.Millisecond)
+		if code, body := get(n1.base + "/readyz"); code != 503 || !strings.Contains(body, "draining") {
+			t.Errorf("sbx-1 /readyz while draining: %d %s, want 503 draining", code, body)
+		}
+		select {
+		case err := <-n1.exited:
+			if err != nil {
+				t.Errorf("sbx-1 after its drain: %v\n%s", err, n1.stderr)
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatalf("sbx-1 did not exit after SIGTERM:\n%s", n1.stderr)
+		}
+		drain := time.Since(start)
+		n1.cmd.ProcessState = &os.ProcessState{} // exited: its cleanup has nothing to stop
+		if err := <-inflight; err != nil {
+			t.Errorf("the run in flight on sbx-1 during its drain: %v", err)
+		}
+		during, _ := l.snapshot()
+		time.Sleep(2 * time.Second)
+		after, _ := l.snapshot()
+		if after["sbx-1"] != during["sbx-1"] {
+			t.Errorf("sbx-1 answered runs after its drain ended: %d then %d", during["sbx-1"], after["sbx-1"])
+		}
+		c.startNode(0)
+		c.waitFor(60*time.Second, "sbx-1 back in the rotation after its restart", func() bool {
+			m, _ := l.snapshot()
+			return m["sbx-1"] > after["sbx-1"]
+		})
+		close(stop)
+		l.wg.Wait()
+		perNode, fails := l.snapshot()
+		t.Logf("drain: sbx-1 drained in %v with a 4s run in flight; %d requests through HAProxy meanwhile, per node %v, %d failed", drain.Round(time.Millisecond), l.total.Load(), perNode, len(fails))
+		if len(fails) > 0 {
+			t.Errorf("requests failed while sbx-1 drained: %d of %d: %v", len(fails), l.total.Load(), fails)
+		}
+
+		// 3. SIGKILL sbx-2 with a run in flight.
+		mark2 := marker(t)
+		defer killMarked(mark2)
+		n2 := c.nodes[1]
+		killed := make(chan error, 1)
+		go func() {
+			_, err := (&cluster{lb: n2.base}).run(map[string]any{"argv": []string{"python3", "-c", "import time; time.sleep(60)", mark2}})
+			killed <- err
+		}()
+		c.waitFor(30*time.Second, "the long run started on sbx-2", func() bool { return len(processesWith(mark2)) > 0 })
+		stop = make(chan struct{})
+		l = c.load(4, stop)
+		time.Sleep(time.Second)
+		n2.cmd.Process.Kill()
+		<-n2.exited
+		n2.cmd.ProcessState = &os.ProcessState{}
+		if err := <-killed; err == nil {
+			t.Errorf("the run in flight on the SIGKILLed sbx-2 got a 200 Result")
+		} else {
+			t.Logf("the run in flight on the SIGKILLed sbx-2: %v", err)
+		}
+		c.waitFor(30*time.Second, "sbx-2's payload gone after its SIGKILL", func() bool { return len(processesWith(mark2)) == 0 })
+		// What the dead server left in its TMPDIR (its runs' files: it
+		// ran no deferred cleanup); the restarted one must remove it.
+		leftAtKill, _ := os.ReadDir(n2.tmp)
+		t.Logf("sbx-2 left in its TMPDIR at its SIGKILL: %v", leftAtKill)
+		time.Sleep(3 * time.Second)
+		c.startNode(1)
+		c.waitFor(60*time.Second, "sbx-2 back in the rotation after its restart", func() bool {
+			m, _ := l.snapshot()
+			return m["sbx-2"] > 0
+		})
+		close(stop)
+		l.wg.Wait()
+		perNode, fails = l.snapshot()
+		t.Logf("SIGKILL: %d requests through HAProxy around it, per node %v, %d failed: %v", l.total.Load(), perNode, len(fails), fails)
+		// The runs sbx-2 held when it died (2 running, 8 queued at most)
+		// fail as HTTP errors; none gets a 200 with a Result that lies.
+		if len(fails) > 10 {
+			t.Errorf("%d requests failed around sbx-2's SIGKILL, more than it held (10)", len(fails))
+		}
+		for _, f := range fails {
+			if strings.HasPrefix(f, "from ") {
+				t.Errorf("a 200 whose Result is not ok around the SIGKILL: %s", f)
+			}
+		}
+		for _, e := range leftAtKill {
+			if _, err := os.Stat(filepath.Join(n2.tmp, e.Name())); err == nil {
+				t.Errorf("the restarted sbx-2 kept what the killed one left in its TMPDIR %s: %s\n%s", n2.tmp, e.Name(), c.nodes[1].stderr)
+			}
+		}
+	})
+}
