@@ -3,7 +3,6 @@ package nsjail
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/nsjail/spec"
@@ -79,14 +78,34 @@ func warmHandoff(report string, argv, env []string) []byte {
 // as the interpreter would (warm_driver.py) and whose uncaught exception
 // it reports (Result.Error).
 func pythonArgv(argv []string) bool {
-	if len(argv) < 2 || !pythonProgram.MatchString(filepath.Base(argv[0])) || argv[1] == "" {
+	if len(argv) < 2 || !isPythonProgram(filepath.Base(argv[0])) || argv[1] == "" {
 		return false
 	}
 	return !strings.HasPrefix(argv[1], "-") || (argv[1] == "-c" && len(argv) >= 3)
 }
 
-// pythonProgram is the name of a CPython 3 interpreter.
-var pythonProgram = regexp.MustCompile(`^python3(\.[0-9]+)?$`)
+// isPythonProgram says whether name is a CPython 3 interpreter's:
+// python3, or python3.N. Not a regexp: a package-level one is compiled at
+// every start of sbx and of every init (TestOwnPackageInitsAreLight).
+func isPythonProgram(name string) bool {
+	rest, ok := strings.CutPrefix(name, "python3")
+	if !ok {
+		return false
+	}
+	if rest == "" {
+		return true
+	}
+	minor, ok := strings.CutPrefix(rest, ".")
+	if !ok || minor == "" {
+		return false
+	}
+	for _, c := range minor {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // maxRunnerArgv bounds the argv of a payload that starts through the
 // Python runner: its argv crosses twice (the handoff, and the runner's

@@ -108,3 +108,11 @@ func TestWarmHandoff(t *testing.T) {
 		t.Errorf("warmHandoff = %q, want %q", got, want)
 	}
 }
+
+func TestIsPythonProgram(t *testing.T) {
+	for name, want := range map[string]bool{"python3": true, "python3.11": true, "python3.": false, "python3.x": false, "python": false, "python3-config": false, "xpython3": false} {
+		if got := isPythonProgram(name); got != want {
+			t.Errorf("isPythonProgram(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"sync"
 )
 
 // NodeHeader names the `sbx serve` that answered, on every response: the
@@ -13,10 +14,11 @@ import (
 // which node ran it; the multi-node test counts on it.
 const NodeHeader = "X-Sbx-Node"
 
-// nodeNameRE is what a node name may be: a DNS label or a hostname's
+// nodeNameRE (compiled on first use, not at every start of sbx and of
+// every init: TestOwnPackageInitsAreLight) is what a node name may be: a DNS label or a hostname's
 // characters, so it fits in a header, a session id's prefix and a load
 // balancer's server name unquoted.
-var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+var nodeNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`) })
 
 // NodeName checks --node-name; empty is the hostname (one sbx serve a
 // host, the common case), with the characters a node name cannot hold
@@ -38,7 +40,7 @@ func NodeName(name string) (string, error) {
 			name = name[:63]
 		}
 	}
-	if !nodeNameRE.MatchString(name) {
+	if !nodeNameRE().MatchString(name) {
 		return "", fmt.Errorf("--node-name %q: want 1 to 63 of A-Z a-z 0-9 . _ -, starting with a letter or digit", name)
 	}
 	return name, nil

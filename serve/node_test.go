@@ -24,7 +24,7 @@ func TestNodeName(t *testing.T) {
 		}
 	}
 	h, _ := os.Hostname()
-	if got, err := NodeName(""); err != nil || got == "" || (nodeNameRE.MatchString(h) && got != h) {
+	if got, err := NodeName(""); err != nil || got == "" || (nodeNameRE().MatchString(h) && got != h) {
 		t.Errorf("NodeName(\"\") = %q, %v; hostname %q", got, err, h)
 	}
 }
