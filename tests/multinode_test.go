@@ -49,10 +49,7 @@ func freePort(t *testing.T) int {
 }
 
 func startCluster(t *testing.T, r runner) *cluster {
-	hap, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy is not installed (Debian: apt-get install haproxy; .ci/run installs it): the multi-node test needs a real load balancer")
-	}
+	hap := lookTool(t, "haproxy", "haproxy")
 	c := &cluster{t: t, r: r, hlog: &lockedBuffer{}}
 	cfg, err := os.ReadFile("../deploy/haproxy/sbx.cfg")
 	if err != nil {
