@@ -271,6 +271,7 @@ func TestDeployMultiNode(t *testing.T) {
 			other := (i + 1) % 3
 			checkMisdirected(t, c.nodes[other].base, nodeName(other), onNode[nodeName(i)][0])
 		}
+		checkHeaderRoutes(t, c.lb, onNode[nodeName(1)][0], nodeName(2))
 
 		// 2. Drain sbx-1 under load, with a run in flight on it.
 		mark := marker(t)

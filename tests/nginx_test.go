@@ -126,14 +126,18 @@ http {
 	return c
 }
 
-// checkHeaderRoutes: X-Sbx-Session-Route routes a request to the node it
-// names, before the id in the path: asked that way for s, node via
-// answers 421 naming s's node.
+// checkHeaderRoutes: X-Sbx-Session-Route routes a request whose path
+// names no node to the node it names (which answers 404 for an id it does
+// not have), and the id in a path wins over a header naming another node.
 func checkHeaderRoutes(t *testing.T, lb string, s lbSession, via string) {
 	t.Helper()
-	a := send(60*time.Second, "GET", lb+"/v1/sessions/"+s.id, nil, "X-Sbx-Session-Route", via)
-	if code, _, node, ok := a.apiErr(); a.status != 421 || !ok || code != "misdirected" || node != s.node || a.node != via {
-		t.Errorf("GET %s's session %s with X-Sbx-Session-Route %s: %v, want 421 from %s naming %s", s.node, s.id, via, a, via, s.node)
+	a := send(60*time.Second, "GET", lb+"/v1/sessions/nosuch", nil, "X-Sbx-Session-Route", via)
+	if code, msg, _, ok := a.apiErr(); a.status != 404 || !ok || code != "no_session" || a.node != via || !strings.Contains(msg, "on node "+via) {
+		t.Errorf("GET /v1/sessions/nosuch with X-Sbx-Session-Route %s: %v, want 404 from %s", via, a, via)
+	}
+	a = send(60*time.Second, "GET", lb+"/v1/sessions/"+s.id, nil, "X-Sbx-Session-Route", via)
+	if a.status != 200 || a.node != s.node {
+		t.Errorf("GET %s's session %s with X-Sbx-Session-Route %s: %v, want 200 from %s (the id wins)", s.node, s.id, via, a, s.node)
 	}
 }
 
