@@ -67,7 +67,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "drain-timeout", Value: serve.DefaultDrain, Usage: "on SIGTERM, how long runs in flight may go on before they are killed: `DURATION`"},
 			&cli.DurationFlag{Name: "body-timeout", Value: serve.DefaultBodyTimeout, Usage: "how long a client may take to send its request body: `DURATION` (408 past it; it holds no worker meanwhile)"},
 			&cli.Int64Flag{Name: "max-body", Value: serve.DefaultMaxBody, Usage: "largest request body: `BYTES` (413 past it)", DefaultText: "33554432, 32 MiB"},
-			&cli.StringFlag{Name: "node-name", Usage: "this node's `NAME` behind a load balancer: every response says it in X-Sbx-Node (docs/deploy.md)", DefaultText: "the hostname"},
+			&cli.StringFlag{Name: "node-name", Usage: "this node's `NAME` behind a load balancer: every response says it in X-Sbx-Node, and its session ids start with it and a '-' (docs/deploy.md)", DefaultText: "the hostname"},
 			&cli.StringSliceFlag{Name: "pool", Usage: "keep warm sandboxes ready: `PROFILE=N[:MAX],...` (N ready when idle, growing toward MAX under demand)"},
 		},
 		Action: serveAction,

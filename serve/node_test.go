@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,5 +36,80 @@ func TestNodeHeaderOnEveryResponse(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/nothing", nil))
 	if rec.Code != 404 || rec.Header().Get(NodeHeader) != "sbx-2" {
 		t.Errorf("%d %v", rec.Code, rec.Header())
+	}
+}
+
+// TestSessionIDNamesItsNode: a session id is NODE-HEX and parses back to
+// NODE whatever '-' the node name holds; what is not of the form names
+// no node.
+func TestSessionIDNamesItsNode(t *testing.T) {
+	if len(newID()) != sessionHexLen {
+		t.Fatalf("newID has %d characters, sessionHexLen says %d", len(newID()), sessionHexLen)
+	}
+	for _, node := range []string{"sbx-1", "sbx-1-2", "a", "node.example.com", "sbx-pool-7d9f8-x2x", strings.Repeat("n", 63)} {
+		id := sessionID(node)
+		if got, ok := sessionNode(id); !ok || got != node {
+			t.Errorf("sessionNode(%q) = %q, %v; want %q", id, got, ok, node)
+		}
+	}
+	hex := strings.Repeat("0a", 12)
+	for _, id := range []string{"", "x", hex, "-" + hex, "sbx-1-" + strings.ToUpper(hex), "sbx-1-" + hex[1:], "sbx-1-" + hex + "0",
+		"sbx 1-" + hex, "-sbx-" + hex, "sbx-1_" + hex, "../" + hex} {
+		if got, ok := sessionNode(id); ok {
+			t.Errorf("sessionNode(%q) = %q, ok; want no node", id, got)
+		}
+	}
+	if _, err := NodeName("supervisor-1"); err == nil {
+		t.Errorf("NodeName(supervisor-1) accepted: its sessions' cgroups would be named as sbx's own leaf")
+	}
+}
+
+// TestMisdirectedSession: a request to node sbx-1 for a session whose id
+// names sbx-2 answers 421 with a JSON error naming both and the route
+// header naming sbx-2, on every session route; an id of this node that
+// it does not hold, or an id of no node, stays 404.
+func TestMisdirectedSession(t *testing.T) {
+	s, err := New(Config{Profiles: []string{"standard"}, NodeName: "sbx-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hex := strings.Repeat("0a", 12)
+	if id := sessionID(s.NodeName()); !strings.HasPrefix(id, "sbx-1-") {
+		t.Errorf("a session id of node sbx-1: %q", id)
+	}
+	for _, route := range []struct{ method, suffix string }{{"GET", ""}, {"DELETE", ""}, {"POST", "/exec"}, {"POST", "/interrupt"},
+		{"POST", "/restart"}, {"POST", "/snapshot"}, {"GET", "/files"}, {"PUT", "/files?path=a"}, {"DELETE", "/files?path=a"}} {
+		for _, tc := range []struct {
+			id, route string
+			status    int
+		}{
+			{"sbx-2-" + hex, "sbx-2", http.StatusMisdirectedRequest},
+			{"sbx-1-2-" + hex, "sbx-1-2", http.StatusMisdirectedRequest},
+			{"sbx-1-" + hex, "sbx-1", http.StatusNotFound},
+			{"x", "sbx-1", http.StatusNotFound},
+		} {
+			rec := httptest.NewRecorder()
+			s.http.Handler.ServeHTTP(rec, httptest.NewRequest(route.method, "/v1/sessions/"+tc.id+route.suffix, strings.NewReader(`{"code":"1"}`)))
+			what := route.method + " " + tc.id + route.suffix
+			if rec.Code != tc.status || rec.Header().Get(SessionRouteHeader) != tc.route || rec.Header().Get(NodeHeader) != "sbx-1" {
+				t.Errorf("%s: %d %v, want %d with route %s", what, rec.Code, rec.Header(), tc.status, tc.route)
+				continue
+			}
+			var e MisdirectedError
+			dec := json.NewDecoder(rec.Body)
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&e); err != nil {
+				t.Errorf("%s: the body is not an error: %v", what, err)
+				continue
+			}
+			if tc.status == http.StatusMisdirectedRequest {
+				if e.Error.Code != "misdirected" || e.Error.Node != tc.route || e.Error.ThisNode != "sbx-1" ||
+					!strings.Contains(e.Error.Message, "node "+tc.route+",") || !strings.Contains(e.Error.Message, "this node sbx-1") {
+					t.Errorf("%s: %+v", what, e.Error)
+				}
+			} else if e.Error.Code != "no_session" || e.Error.Node != "" || !strings.Contains(e.Error.Message, "on node sbx-1") {
+				t.Errorf("%s: %+v", what, e.Error)
+			}
+		}
 	}
 }

@@ -44,7 +44,7 @@ func (s *Server) startSessionPool() {
 		p, err := pool.New(pool.Config[*pooledSession]{
 			Profile: name, Min: n,
 			Start: func(ctx context.Context) (*pooledSession, error) {
-				cfg, err := engine.Build(m.route+"-"+newID(), engine.Request{Profile: ref})
+				cfg, err := engine.Build(sessionID(m.route), engine.Request{Profile: ref})
 				if err != nil {
 					return nil, err
 				}

@@ -37,9 +37,10 @@ const (
 	// keepaliveEvery is how often a streamed exec writes a keepalive
 	// line while its cell runs (proxies close silent connections).
 	keepaliveEvery = 5 * time.Second
-	// SessionRouteHeader names the host that holds a session: every
-	// session response carries it, so that a load balancer can hash on
-	// it (or on the id, which starts with it).
+	// SessionRouteHeader names the node that holds a session (its
+	// --node-name): every session response carries it, so that a load
+	// balancer can route on it (or on the id, which starts with it:
+	// sessionID).
 	SessionRouteHeader = "X-Sbx-Session-Route"
 )
 
@@ -127,11 +128,13 @@ type liveSession struct {
 	ended  chan struct{}
 }
 
-func newSessions(max int, metrics *Metrics) *sessions {
+// newSessions keeps the sessions of node, their ids' prefix and their
+// route (sessionID, SessionRouteHeader).
+func newSessions(node string, max int, metrics *Metrics) *sessions {
 	if max <= 0 {
 		max = DefaultMaxSessions
 	}
-	return &sessions{max: max, route: newID()[:8], byID: map[string]*liveSession{}, metrics: metrics}
+	return &sessions{max: max, route: node, byID: map[string]*liveSession{}, metrics: metrics}
 }
 
 // active is how many sessions are open (sbx_sessions_active); one still
@@ -147,7 +150,7 @@ func (m *sessions) active() int {
 
 // registerSessions comes after enableOps: the sessions feed its metrics.
 func (s *Server) registerSessions() {
-	s.sess = newSessions(s.cfg.MaxSessions, s.ops.metrics)
+	s.sess = newSessions(s.cfg.NodeName, s.cfg.MaxSessions, s.ops.metrics)
 	s.startSessionPool()
 	s.sess.log = s.cfg.Log
 	s.Handle("POST /v1/sessions", true, http.HandlerFunc(s.createSession))
@@ -302,7 +305,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			cfg.Close()
 		}
 	}()
-	id := s.sess.route + "-" + newID()
+	id := sessionID(s.sess.route)
 	if err == nil {
 		cfg, err = engine.Build(id, engine.Request{Profile: ref, Lower: lower})
 	}
@@ -417,7 +420,11 @@ func (s *Server) withSession(h func(http.ResponseWriter, *http.Request, *liveSes
 		ls := s.sess.byID[id]
 		s.sess.mu.Unlock()
 		if ls == nil || ls.token != tokenName(r.Context()) {
-			writeError(w, http.StatusNotFound, "no_session", fmt.Sprintf("no session %.80q on this host (it expired, was deleted, or lives on another host: see %s)", id, SessionRouteHeader))
+			if node, ok := sessionNode(id); ok && node != s.sess.route {
+				s.writeMisdirected(w, id, node)
+				return
+			}
+			writeError(w, http.StatusNotFound, "no_session", fmt.Sprintf("no session %.80q on node %s (it expired, was deleted, or was lost in a restart of the node)", id, s.sess.route))
 			return
 		}
 		ls.active.Add(1)

@@ -49,10 +49,7 @@ func freePort(t *testing.T) int {
 }
 
 func startCluster(t *testing.T, r runner) *cluster {
-	hap, err := exec.LookPath("haproxy")
-	if err != nil {
-		t.Skip("haproxy is not installed (Debian: apt-get install haproxy; .ci/run installs it): the multi-node test needs a real load balancer")
-	}
+	hap := lookTool(t, "haproxy", "haproxy")
 	c := &cluster{t: t, r: r, hlog: &lockedBuffer{}}
 	cfg, err := os.ReadFile("../deploy/haproxy/sbx.cfg")
 	if err != nil {
@@ -231,9 +228,16 @@ func get(url string) (int, string) {
 // drains a node under load: its /readyz goes 503, HAProxy takes it out,
 // its run in flight finishes, and no request fails (the 503s of the
 // drain are retried elsewhere); it comes back into the rotation when
-// restarted. SIGKILL of a node: its run in flight fails cleanly (an HTTP
-// error, never a wrong Result), the others go on, nothing of it is left
-// (payload processes, TMPDIR), and after its restart it takes runs again.
+// restarted. Sessions created through HAProxy stay on their node: every
+// cell's answer comes from the node the id names, and the state lasts
+// (x = 41, then x + 1 is 42); a node asked directly for another's session
+// answers 421 naming it; a drained node's sessions are 404 after its
+// restart. SIGKILL of a node: its run and its session's cell in flight
+// fail cleanly (an HTTP error, never a wrong Result), the others go on;
+// its sessions' requests get JSON errors naming it (421 from another node
+// once HAProxy took it out, 404 from it once it is back), never a hang or
+// a 200; nothing of it is left (its sandboxes' processes, their cgroups,
+// mounts, TMPDIR), and after its restart it takes runs again.
 func TestDeployMultiNode(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		c := startCluster(t, r)
@@ -254,6 +258,20 @@ func TestDeployMultiNode(t *testing.T) {
 				t.Errorf("node %s got none of the one-shot runs: %v", nodeName(i), spread)
 			}
 		}
+
+		// 1b. Sessions: created through HAProxy, each cell answered by
+		// the session's own node, whose name starts the id; a node asked
+		// directly for another's session answers 421 naming it.
+		sess := checkSessionsStayOnTheirNodes(t, c.lb, []string{nodeName(0), nodeName(1), nodeName(2)}, 2)
+		onNode := map[string][]lbSession{}
+		for _, s := range sess {
+			onNode[s.node] = append(onNode[s.node], s)
+		}
+		for i := range 3 {
+			other := (i + 1) % 3
+			checkMisdirected(t, c.nodes[other].base, nodeName(other), onNode[nodeName(i)][0])
+		}
+		checkHeaderRoutes(t, c.lb, onNode[nodeName(1)][0], nodeName(2))
 
 		// 2. Drain sbx-1 under load, with a run in flight on it.
 		mark := marker(t)
@@ -301,6 +319,9 @@ func TestDeployMultiNode(t *testing.T) {
 			m, _ := l.snapshot()
 			return m["sbx-1"] > after["sbx-1"]
 		})
+		// Its sessions ended with the drain: 404 from sbx-1 now.
+		c.waitRouted(onNode[nodeName(0)][0])
+		checkGone(t, c.lb, onNode[nodeName(0)])
 		close(stop)
 		l.wg.Wait()
 		perNode, fails := l.snapshot()
@@ -319,9 +340,28 @@ func TestDeployMultiNode(t *testing.T) {
 			killed <- err
 		}()
 		c.waitFor(30*time.Second, "the long run started on sbx-2", func() bool { return len(processesWith(mark2)) > 0 })
+		// A cell in flight on one of sbx-2's sessions, and what sbx-2
+		// holds: its sandboxes' processes, its sessions' cgroups.
+		s2 := onNode[nodeName(1)]
+		var s2ids []string
+		for _, s := range s2 {
+			s2ids = append(s2ids, s.id)
+		}
+		cellKilled := make(chan answer, 1)
+		go func() {
+			cellKilled <- send(120*time.Second, "POST", c.lb+"/v1/sessions/"+s2[0].id+"/exec", map[string]any{"code": "import time; time.sleep(60)"})
+		}()
+		c.waitFor(30*time.Second, "the long cell running on sbx-2", func() bool {
+			a := send(30*time.Second, "GET", c.lb+"/v1/sessions/"+s2[0].id, nil)
+			return a.status == 200 && bytes.Contains(a.body, []byte(`"running":true`))
+		})
+		heldProcs := procsBelow(n2.cmd.Process.Pid)
+		heldCgroups := sessionCgroups(s2ids)
+		t.Logf("sbx-2 at its SIGKILL: %d sessions, %d processes below it, session cgroups %v", len(s2), len(heldProcs), heldCgroups)
 		stop = make(chan struct{})
 		l = c.load(4, stop)
 		time.Sleep(time.Second)
+		killedAt := time.Now()
 		n2.cmd.Process.Kill()
 		<-n2.exited
 		n2.cmd.ProcessState = &os.ProcessState{}
@@ -335,14 +375,53 @@ func TestDeployMultiNode(t *testing.T) {
 		// ran no deferred cleanup); the restarted one must remove it.
 		leftAtKill, _ := os.ReadDir(n2.tmp)
 		t.Logf("sbx-2 left in its TMPDIR at its SIGKILL: %v", leftAtKill)
-		time.Sleep(3 * time.Second)
+		if a := <-cellKilled; a.err == nil && a.status == 200 {
+			t.Errorf("the cell in flight on the SIGKILLed sbx-2's session got a 200: %v", a)
+		} else {
+			t.Logf("the cell in flight on the SIGKILLed sbx-2's session: %v", a)
+		}
+		// Requests for sbx-2's sessions while it is dead and after its
+		// restart, each in its own goroutine (one that waits in the held
+		// socket's backlog must not hold up the others).
+		pr := probeSessions(c.lb, s2)
+		c.waitFor(60*time.Second, "HAProxy sends sbx-2's sessions elsewhere: a 421 naming it", func() bool { return pr.count(421) > 0 })
+		down := time.Since(killedAt)
 		c.startNode(1)
 		c.waitFor(60*time.Second, "sbx-2 back in the rotation after its restart", func() bool {
 			m, _ := l.snapshot()
 			return m["sbx-2"] > 0
 		})
+		c.waitFor(60*time.Second, "sbx-2's restarted node answers its old sessions 404", func() bool { return pr.count(404) > 0 })
 		close(stop)
 		l.wg.Wait()
+		answers := pr.stop()
+		t.Logf("sbx-2's sessions around its SIGKILL: %d requests through HAProxy, by status %v; 421 from another node within %v of the kill", len(answers), pr.byStatus(), down.Round(time.Millisecond))
+		for _, a := range answers {
+			code, msg, node, ok := a.apiErr()
+			switch {
+			case a.err != nil || !ok:
+				t.Errorf("a request for a SIGKILLed node's session: %v, want a JSON error", a)
+			case a.status == 421 && (node != "sbx-2" || a.node == "sbx-2" || !strings.Contains(msg, "sbx-2")):
+				t.Errorf("a 421 for sbx-2's session that does not name it, or from sbx-2 itself: %v", a)
+			case a.status == 404 && (a.node != "sbx-2" || code != "no_session"):
+				t.Errorf("a 404 for sbx-2's session from another node than the restarted sbx-2: %v", a)
+			case a.status != 421 && a.status != 404 && a.status != 503:
+				t.Errorf("a request for a SIGKILLed node's session: %v, want 421, 404 or 503", a)
+			}
+		}
+		c.waitRouted(s2[0])
+		checkGone(t, c.lb, s2)
+		c.waitFor(30*time.Second, "nothing left of the SIGKILLed sbx-2's sandboxes", func() bool {
+			for _, p := range heldProcs {
+				if p.alive() {
+					return false
+				}
+			}
+			return len(sessionCgroups(s2ids)) == 0
+		})
+		if m := mountsOf(append(s2ids, n2.tmp)); len(m) > 0 {
+			t.Errorf("host mounts of the SIGKILLed sbx-2's sessions: %v", m)
+		}
 		perNode, fails = l.snapshot()
 		t.Logf("SIGKILL: %d requests through HAProxy around it, per node %v, %d failed: %v", l.total.Load(), perNode, len(fails), fails)
 		// The runs sbx-2 held when it died (2 running, 8 queued at most)

@@ -322,6 +322,30 @@ func TestOpsOpenAPI(t *testing.T) {
 		}
 		c.do("PUT", "/v1/sessions/x/files?path=a", "agent-a", "a", false, "Content-Type", "application/octet-stream") // 404
 		c.do("DELETE", "/v1/sessions/x/files?path=a", "agent-a", nil, false)                                          // 404
+		// An id that names another node: 421 on every session route,
+		// a JSON error naming that node (serve/node.go, issue 20).
+		other := "/v1/sessions/sbx-elsewhere-" + strings.Repeat("0a", 12)
+		for _, op := range []struct{ method, suffix string }{{"GET", ""}, {"DELETE", ""}, {"POST", "/exec"}, {"POST", "/interrupt"},
+			{"POST", "/restart"}, {"POST", "/snapshot"}, {"GET", "/files"}, {"PUT", "/files?path=a"}, {"DELETE", "/files?path=a"}} {
+			var body any
+			switch {
+			case op.suffix == "/exec":
+				body = map[string]any{"code": "1"}
+			case op.method == "PUT":
+				body = "a"
+			}
+			var hdr []string
+			if op.method == "PUT" {
+				hdr = []string{"Content-Type", "application/octet-stream"}
+			}
+			resp, b := c.do(op.method, other+op.suffix, "agent-a", body, false, hdr...)
+			if resp.StatusCode != 421 || !strings.Contains(string(b), `"node":"sbx-elsewhere"`) || resp.Header.Get("X-Sbx-Session-Route") != "sbx-elsewhere" {
+				t.Errorf("%s %s: %s %v %s, want 421 naming sbx-elsewhere", op.method, other+op.suffix, resp.Status, resp.Header, b)
+			}
+			if op.method == "GET" && op.suffix == "" {
+				c.mustReject(resp, b, `"code":"misdirected"`, `"code":"no_session"`)
+			}
+		}
 		c.do("DELETE", "/v1/sessions/"+restored.ID, "agent-a", nil, false)
 		c.do("DELETE", sp, "agent-a", nil, false)
 		c.do("DELETE", sp, "agent-a", nil, false) // 404

@@ -17,8 +17,8 @@ Names follow E2B's code interpreter where they overlap (``Sandbox.create``,
 
 from .errors import (AuthError, ConnectionFailed, InvalidRequest, LimitExceeded, LocalRunError, NotFound,
                      PayloadTooLarge, ProtocolError, RateLimited, RequestTimeout, SandboxError, ServerError,
-                     ServerUnavailable, SessionBusy, SessionExpired, SessionsUnavailable, SetupError,
-                     TimeoutExceeded)
+                     ServerUnavailable, SessionBusy, SessionExpired, SessionMisdirected, SessionsUnavailable,
+                     SetupError, TimeoutExceeded)
 from .models import Execution, ExecutionError, FileEntry, Frame, Logs, MimeResult, OutputMessage, Result
 from .sandbox import Files, Sandbox, run
 
@@ -29,7 +29,8 @@ __all__ = [
     "Result", "Execution", "ExecutionError", "Frame", "Logs", "MimeResult", "OutputMessage", "FileEntry",
     "SandboxError", "AuthError", "ConnectionFailed", "InvalidRequest", "LimitExceeded", "LocalRunError",
     "NotFound", "PayloadTooLarge", "ProtocolError", "RateLimited", "RequestTimeout", "ServerError",
-    "ServerUnavailable", "SessionBusy", "SessionExpired", "SessionsUnavailable", "SetupError", "TimeoutExceeded",
+    "ServerUnavailable", "SessionBusy", "SessionExpired", "SessionMisdirected", "SessionsUnavailable", "SetupError",
+    "TimeoutExceeded",
 ]
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "SessionsUnavailable",
     "SessionExpired",
     "SessionBusy",
+    "SessionMisdirected",
     "RequestTimeout",
     "PayloadTooLarge",
     "RateLimited",
@@ -80,6 +81,22 @@ class SessionExpired(SandboxError):
 
 class SessionBusy(SandboxError):
     """409: the session is running another cell."""
+
+
+class SessionMisdirected(SandboxError):
+    """421: the session lives on another node than the one that answered.
+
+    A session lives on the ``sbx serve`` that created it, whose name
+    (``--node-name``) starts its id (``NODE-`` and 24 hex digits). ``node``
+    is that node, ``this_node`` the one that answered: the load balancer
+    did not route the request by the id (docs/deploy.md), or ``node`` is
+    down. Not :class:`SessionExpired`: the session may still exist there.
+    """
+
+    def __init__(self, message: str, *, node: Optional[str] = None, this_node: Optional[str] = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.node = node
+        self.this_node = this_node
 
 
 class RequestTimeout(SandboxError):
@@ -199,6 +216,11 @@ def error_from_response(status: int, body: bytes, headers: Mapping[str, str], me
         return SessionsUnavailable("%s: this sbx serve's sessions have no such endpoint" % where, **kw)
     if code == "session_busy":
         return SessionBusy(text, **kw)
+    if status == 421:
+        err = doc["error"] if is_api_error else {}
+        node, this_node = err.get("node"), err.get("this_node")
+        return SessionMisdirected(text, node=node if isinstance(node, str) else None,
+                                  this_node=this_node if isinstance(this_node, str) else None, **kw)
     if status == 410 or code == "session_ended" or (status == 404 and _session_path(path) and bare != "/v1/sessions"
                                                      and "/files" not in bare):
         return SessionExpired(text, **kw)

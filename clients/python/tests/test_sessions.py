@@ -121,6 +121,29 @@ def test_kill_ends_the_session(server: Server) -> None:
         other.run_code("x")
 
 
+def test_another_nodes_session_is_misdirected(server: Server) -> None:
+    """An id names its node (NODE-HEX): one naming another node gets 421,
+    SessionMisdirected with both nodes; this node's ended session 404,
+    SessionExpired."""
+    sb = new_session(server)
+    sid = sb.sandbox_id
+    node, _, hexpart = sid.rpartition("-")
+    assert node and len(hexpart) == 24 and all(c in "0123456789abcdef" for c in hexpart), sid
+    other = sbx.Sandbox(server.url, server.token)
+    other._session = "sbx-elsewhere-" + "0a" * 12
+    with pytest.raises(sbx.SessionMisdirected) as ei:
+        other.run_code("x")
+    e = ei.value
+    assert e.status == 421 and e.code == "misdirected", e
+    assert e.node == "sbx-elsewhere" and e.this_node == node, (e.node, e.this_node)
+    assert "sbx-elsewhere" in str(e) and node in str(e)
+    assert not isinstance(e, sbx.SessionExpired)
+    assert sb.kill() is True
+    other._session = sid
+    with pytest.raises(sbx.SessionExpired):
+        other.run_code("x")
+
+
 def test_context_manager(server: Server) -> None:
     new_session(server).kill()
     with sbx.Sandbox.create(url=server.url, token=server.token, timeout=60) as sb:
