@@ -275,8 +275,11 @@ class Result:
 
     @property
     def results(self) -> List[MimeResult]:
-        """Rich results (figures a script left open), when the profile asks."""
+        """The figures a script left open or ``plt.show()``ed, as PNGs, when
+        the profile sets ``capture_figures`` (``data`` does)."""
         return [MimeResult.from_json(r) for r in self.raw.get("results") or [] if isinstance(r, dict)]
+
+    results_truncated = property(lambda self: bool(self.raw.get("results_truncated")))
 
     @property
     def ok(self) -> bool:
