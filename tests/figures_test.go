@@ -93,6 +93,11 @@ func TestExecCaptureFigures(t *testing.T) {
 		if res, _ := r.result(t, "--", "python3", "-c", plotScript); len(res.Results) != 0 || res.Status != nsjail.StatusOK {
 			t.Errorf("capture_figures off (standard): %d results, status %s", len(res.Results), res.Status)
 		}
+		// The output cap holds: a 30 KB cap keeps the first ~20 KB figure.
+		res, _ = r.result(t, "--profile", "data", "--output-limit", "30K", "--", "python3", "-c", plotScript+"plt.figure(dpi=300)\nplt.plot([5, 1])\n")
+		if len(res.Results) != 1 || !res.ResultsTruncated {
+			t.Errorf("three figures under a 30K output cap: %d results, truncated %v; want 1 and true (%v)", len(res.Results), res.ResultsTruncated, res.Warnings)
+		}
 		// An uncaught exception: the error and the figure.
 		res, _ = r.result(t, "--profile", "data", "--", "python3", "-c", "import matplotlib.pyplot as plt\nplt.plot([1])\n1/0")
 		if res.Error == nil || res.Error.Name != "ZeroDivisionError" || len(res.Results) != 1 {
