@@ -143,9 +143,9 @@ def _sbx_left(rep, e, tb, filename, lines, figs, report=_sbx_report, grab=_sbx_f
         pass
 
 
-# left, grab and hook are bound here: the payload's globals, which are this module's,
+# left and hook are bound here: the payload's globals, which are this module's,
 # are emptied before it runs.
-def _sbx_warm(os=__import__("os"), sys=__import__("sys"), left=_sbx_left, grab=_sbx_figures, hook=_sbx_hook_show):
+def _sbx_warm(os=__import__("os"), sys=__import__("sys"), left=_sbx_left, hook=_sbx_hook_show):
     me = sys._getframe().f_code
     preload = sys.argv[1:]
     if "--" in preload:
