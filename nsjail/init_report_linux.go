@@ -3,6 +3,7 @@ package nsjail
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,7 +39,7 @@ const (
 func startReportReader(listener int) (*reportReader, error) {
 	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
-		return nil, &pathError{"eventfd", "(the report's stop)", err}
+		return nil, fmt.Errorf("eventfd(0, EFD_CLOEXEC) (the report reader's stop): %w", err)
 	}
 	r := &reportReader{listener: listener, stop: stop, done: make(chan struct{})}
 	go r.loop()
