@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/nsjail"
@@ -27,8 +30,10 @@ func replCommand() *cli.Command {
 			"pids, total CPU, workspace) and reads Python from the terminal: a line, or a\n" +
 			"block ending with an empty line. Each runs as a cell of the session: its output\n" +
 			"as it comes, then the value of its last expression, or its traceback. Ctrl-C\n" +
-			"interrupts a running cell (KeyboardInterrupt, state kept); Ctrl-D ends the\n" +
-			"session and destroys the sandbox. The terminal's own line editing applies.\n\n" +
+			"interrupts a running cell (KeyboardInterrupt, state kept), or drops the lines\n" +
+			"typed at the prompt; Ctrl-D ends the session and destroys the sandbox. At a\n" +
+			"terminal, lines are edited as in python3 (arrows, Ctrl-A/E/K/U/W) and Up and\n" +
+			"Down walk the lines entered before; from a pipe, plain lines, no prompt.\n\n" +
 			"Examples:\n" +
 			"   sbx repl\n" +
 			"   sbx repl --profile data",
@@ -74,59 +79,206 @@ func replAction(c *cli.Context) error {
 			ss.Interrupt()
 		}
 	}()
-	return runREPL(c.Context, ss, os.Stdin, os.Stdout, os.Stderr, isTerminal(os.Stdin))
+	var in lineReader = newPlainLines(os.Stdin)
+	if isTerminal(os.Stdin) && isTerminal(os.Stdout) {
+		tl, err := newTermLines(os.Stdin, os.Stdout)
+		if err != nil {
+			return fail(err)
+		}
+		defer tl.restore()
+		in = tl
+	}
+	err = runREPL(c.Context, ss, in, os.Stdout, os.Stderr)
+	if tl, ok := in.(*termLines); ok {
+		tl.restore()
+		fmt.Fprintln(os.Stdout)
+	}
+	return err
 }
 
+// lineReader gives the repl its lines: a line-edited terminal
+// (termLines) or plain lines (plainLines, when stdin is a pipe or a file,
+// as tests give it).
+type lineReader interface {
+	// ReadLine returns the next line, without its newline, after
+	// showing prompt; io.EOF at the end (Ctrl-D), errInterrupted for a
+	// Ctrl-C at the prompt.
+	ReadLine(prompt string) (string, error)
+	// Run runs a cell with the terminal as the cell's: cooked, so that
+	// Ctrl-C is SIGINT again (Session.Interrupt) and output's newlines
+	// are the terminal's.
+	Run(func() error) error
+}
+
+// errInterrupted: Ctrl-C at the prompt, which drops the lines typed so
+// far, as python3's prompt does.
+var errInterrupted = errors.New("interrupted")
+
 // runREPL reads cells from in until EOF or the session's end.
-func runREPL(ctx context.Context, ss *nsjail.Session, in io.Reader, stdout, stderr io.Writer, prompt bool) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(nil, 1<<20)
+func runREPL(ctx context.Context, ss *nsjail.Session, in lineReader, stdout, stderr io.Writer) error {
 	var block []string
-	ask := func() {
-		if prompt {
-			if len(block) == 0 {
-				fmt.Fprint(stdout, ">>> ")
-			} else {
-				fmt.Fprint(stdout, "... ")
-			}
+	for {
+		prompt := ">>> "
+		if len(block) > 0 {
+			prompt = "... "
 		}
-	}
-	ask()
-	for sc.Scan() {
-		line := sc.Text()
+		line, err := in.ReadLine(prompt)
+		if errors.Is(err, errInterrupted) {
+			fmt.Fprintln(stderr, "KeyboardInterrupt")
+			block = nil
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return cli.Exit("sbx repl: read the terminal: "+err.Error(), nsjail.ExitSbxFailed)
+		}
 		if len(block) == 0 && strings.TrimSpace(line) == "" {
-			ask()
 			continue
 		}
 		block = append(block, line)
 		// A block goes on after a line ending in ':' or '\\', or with
 		// brackets open, until an empty line.
 		if opensBlock(block) && strings.TrimSpace(line) != "" {
-			ask()
 			continue
 		}
 		code := strings.Join(block, "\n")
 		block = nil
-		ex, err := ss.Run(ctx, nsjail.Cell{Code: code, OnOutput: func(stream string, data []byte) {
-			if stream == "stderr" {
-				stderr.Write(data)
-			} else {
-				stdout.Write(data)
+		var ex *nsjail.Execution
+		err = in.Run(func() error {
+			var err error
+			ex, err = ss.Run(ctx, nsjail.Cell{Code: code, OnOutput: func(stream string, data []byte) {
+				if stream == "stderr" {
+					stderr.Write(data)
+				} else {
+					stdout.Write(data)
+				}
+			}})
+			if err == nil {
+				showExecution(ex, stdout, stderr)
 			}
-		}})
+			return err
+		})
 		if err != nil {
 			return cli.Exit("sbx repl: "+err.Error(), nsjail.ExitSbxFailed)
 		}
-		showExecution(ex, stdout, stderr)
 		if ex.Status == nsjail.ExecSessionEnded {
 			return cli.Exit("sbx repl: "+ex.Message, nsjail.ExitSbxFailed)
 		}
-		ask()
 	}
-	if prompt {
-		fmt.Fprintln(stdout)
+}
+
+// plainLines reads lines from a pipe or a file, with no prompt.
+type plainLines struct{ sc *bufio.Scanner }
+
+func newPlainLines(in io.Reader) *plainLines {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(nil, 1<<20)
+	return &plainLines{sc}
+}
+
+func (p *plainLines) ReadLine(string) (string, error) {
+	if p.sc.Scan() {
+		return p.sc.Text(), nil
 	}
-	return nil
+	if err := p.sc.Err(); err != nil {
+		return "", err
+	}
+	return "", io.EOF
+}
+
+func (p *plainLines) Run(f func() error) error { return f() }
+
+// termLines is a terminal in raw mode at the prompt, read by
+// golang.org/x/term's Terminal: line editing (arrows, Home/End, Ctrl-A,
+// Ctrl-E, Ctrl-K, Ctrl-U, Ctrl-W) and an in-memory history (Up and Down),
+// as python3's readline prompt has. The terminal is restored while a cell
+// runs and when the repl ends.
+type termLines struct {
+	fd    int
+	out   io.Writer
+	saved *term.State
+	raw   bool
+	keys  *ctrlCWatch
+	t     *term.Terminal
+}
+
+// ctrlCWatch passes the terminal's bytes through and notes a Ctrl-C
+// (ETX): term.Terminal returns io.EOF for it as for Ctrl-D.
+type ctrlCWatch struct {
+	r   io.Reader
+	etx bool
+}
+
+func (w *ctrlCWatch) Read(b []byte) (int, error) {
+	n, err := w.r.Read(b)
+	if bytes.IndexByte(b[:n], 0x03) >= 0 {
+		w.etx = true
+	}
+	return n, err
+}
+
+func newTermLines(in, out *os.File) (*termLines, error) {
+	fd := int(in.Fd())
+	saved, err := term.GetState(fd)
+	if err != nil {
+		return nil, fmt.Errorf("tcgetattr %s: %w", in.Name(), err)
+	}
+	tl := &termLines{fd: fd, out: out, saved: saved, keys: &ctrlCWatch{r: in}}
+	tl.newTerminal()
+	return tl, nil
+}
+
+// newTerminal starts a term.Terminal on the repl's terminal, with the
+// history of the one before: after a Ctrl-C, which leaves the old one's
+// cursor mid-line (it would not draw its next prompt).
+func (tl *termLines) newTerminal() {
+	old := tl.t
+	tl.t = term.NewTerminal(struct {
+		io.Reader
+		io.Writer
+	}{tl.keys, tl.out}, "")
+	if old != nil {
+		tl.t.History = old.History
+	}
+}
+
+func (tl *termLines) ReadLine(prompt string) (string, error) {
+	if !tl.raw {
+		// term.MakeRaw: tcsetattr(3) with cfmakeraw's flags.
+		if _, err := term.MakeRaw(tl.fd); err != nil {
+			return "", fmt.Errorf("tcsetattr (raw): %w", err)
+		}
+		tl.raw = true
+	}
+	if w, _, err := term.GetSize(tl.fd); err == nil && w > 0 {
+		tl.t.SetSize(w, 0)
+	}
+	tl.t.SetPrompt(prompt)
+	tl.keys.etx = false
+	line, err := tl.t.ReadLine()
+	if errors.Is(err, io.EOF) && tl.keys.etx {
+		// Cooked again for what the repl prints, after the ^C line.
+		tl.restore()
+		tl.out.Write([]byte("\n"))
+		tl.newTerminal()
+		return "", errInterrupted
+	}
+	return line, err
+}
+
+func (tl *termLines) Run(f func() error) error {
+	tl.restore()
+	return f()
+}
+
+// restore puts the terminal back as the repl found it.
+func (tl *termLines) restore() {
+	if tl.raw {
+		term.Restore(tl.fd, tl.saved)
+		tl.raw = false
+	}
 }
 
 // opensBlock reports whether the lines so far want more: a compound

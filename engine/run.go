@@ -43,6 +43,11 @@ type Options struct {
 
 // Job is the nsjail.Job of cfg for payload p.
 func (cfg *Config) Job(p nsjail.Payload, o Options) *nsjail.Job {
+	if cfg.Profile != nil && cfg.Profile.CaptureFigures {
+		// Within the output cap, as the streams are (the supervisor
+		// keeps it at most nsjail.MaxFigureBytes).
+		p.FigureBytes = cfg.Host.Output
+	}
 	return &nsjail.Job{
 		Spec:        cfg.Spec,
 		Payload:     p,

@@ -36,6 +36,7 @@ func (s *supervisor) finish(exit *StatusMsg, cmd *exec.Cmd, waitErr error) error
 	}
 	s.classify(exit, st)
 	s.takePyError(exit)
+	s.takeFigures(exit)
 	s.fillLayers(exit)
 	if st != nil {
 		// The group saw every process, the init's few ms included.

@@ -44,7 +44,7 @@ func Init() {
 	runtime.LockOSThread()
 	status := os.NewFile(statusFD, "status")
 	ctl := os.NewFile(controlFD, "control")
-	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1, report: -1}
+	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
 	in.tl.on.Store(true) // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
 	os.Exit(in.run())
@@ -77,9 +77,10 @@ type initProc struct {
 	// warm is the waiting interpreter of a warm sandbox (init_warm_linux.go);
 	// warmBase what its preload used, left out of the payload's usage.
 	warm, warmBase *warmProc
-	// report listens for the Python runner's report, read for
-	// Result.Error once the payload is gone (init_warm_linux.go); -1 without.
-	report int
+	// report reads the Python runner's report, taken for Result.Error
+	// and Result.Results once the payload is gone (init_warm_linux.go,
+	// init_report_linux.go); nil without.
+	report *reportReader
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -574,7 +575,8 @@ func (in *initProc) reap(pid int) int {
 		Tasks:      tasks,
 	}
 	in.subtractWarmBase(&m)
-	m.PyError = in.readReport()
+	rep := in.readReport()
+	m.PyError, m.Figures, m.FiguresCut = rep.err, rep.figures, rep.figuresCut
 	if in.denials != nil {
 		c := in.denials.stop()
 		m.Denials, m.DenialsOther, m.DenialsKnown = c.byNr, c.other, c.known

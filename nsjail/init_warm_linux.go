@@ -3,6 +3,7 @@ package nsjail
 import (
 	"bufio"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -314,7 +315,7 @@ func (in *initProc) handOff(p *Payload) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	_, err = wp.sock.Write(warmHandoff(addr, p.Argv, in.environ))
+	_, err = wp.sock.Write(warmHandoff(addr, p.FigureBytes, p.Argv, in.environ))
 	wp.sock.Close()
 	if err != nil {
 		return 0, fmt.Errorf("write the payload to the interpreter (pid %d): %w", wp.pid, err)
@@ -343,8 +344,9 @@ func rebaseCPURlimit(rl []Rlimit, used time.Duration) *Rlimit {
 
 // listenReport listens on a fresh abstract unix address (unix(7)), in
 // the sandbox's own network namespace, for the driver's report of what
-// the payload died of; the driver connects only then, so the payload
-// has no fd of it.
+// the payload died of and the figures it left; the driver connects only
+// then, so the payload has no fd of it. A reader takes what comes as it
+// comes (init_report_linux.go).
 func (in *initProc) listenReport() (string, error) {
 	var b [12]byte
 	if _, err := unix.Getrandom(b[:], 0); err != nil {
@@ -363,49 +365,85 @@ func (in *initProc) listenReport() (string, error) {
 		unix.Close(fd)
 		return "", fmt.Errorf("listen @%s: %w", addr, err)
 	}
-	in.report = fd
+	r, err := startReportReader(fd)
+	if err != nil {
+		unix.Close(fd)
+		return "", err
+	}
+	in.report = r
 	return addr, nil
 }
 
-// maxReport bounds the driver's report (it writes at most 60000 bytes).
+// maxReport bounds the driver's error record (it writes at most 60000
+// bytes).
 const maxReport = 64 << 10
 
-// readReport reads what the driver reported the payload died of: name,
-// value, then file, line, function and code of each frame, NUL-separated
-// (warm_driver.py, _sbx_report). Every process but the init is gone by
-// now, so the read never waits for more. nil when there is none.
-func (in *initProc) readReport() *PyError {
-	if in.report < 0 {
-		return nil
-	}
-	defer unix.Close(in.report)
-	// The last well-formed one of the first few: anything of the
-	// payload's own that connected first does not hide the driver's.
-	var e *PyError
-	buf := make([]byte, maxReport)
-	for i := 0; i < 4; i++ {
-		fd, _, err := unix.Accept4(in.report, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
-		if err != nil {
-			break // EAGAIN: none left
-		}
-		n := 0
-		for n < len(buf) {
-			k, err := unix.Read(fd, buf[n:])
-			if k <= 0 || err != nil {
-				break
-			}
-			n += k
-		}
-		unix.Close(fd)
-		if r := parseReport(buf[:n]); r != nil {
-			e = r
-		}
-	}
-	return e
+// pyReport is what the runner reported: the error the payload died of,
+// the figures it left (PNGs, unchecked: the supervisor checks them) and
+// whether some were left out.
+type pyReport struct {
+	err        *PyError
+	figures    [][]byte
+	figuresCut bool
 }
 
-// parseReport decodes a report; nil for none or a malformed one.
-func parseReport(b []byte) *PyError {
+// readReport takes what the driver reported (warm_driver.py,
+// _sbx_report). Every process but the init is gone by now, so nothing
+// more can come. The last well-formed connection of the first few wins:
+// anything of the payload's own that connected first does not hide the
+// driver's, which connects last.
+func (in *initProc) readReport() pyReport {
+	if in.report == nil {
+		return pyReport{}
+	}
+	var rep pyReport
+	for _, b := range in.report.stopAndTake() {
+		if r, ok := parseReport(b); ok {
+			rep = r
+		}
+	}
+	in.report = nil
+	return rep
+}
+
+// parseReport decodes a report's records: kind (1 byte), length (4,
+// big-endian), body; "e" the error, "f" a figure, "t" figures left out,
+// "z" the end, last. ok is false for a malformed or cut one.
+func parseReport(b []byte) (pyReport, bool) {
+	var rep pyReport
+	for len(b) > 0 {
+		if len(b) < 5 {
+			return pyReport{}, false
+		}
+		kind, n := b[0], binary.BigEndian.Uint32(b[1:5])
+		if uint64(n) > uint64(len(b)-5) {
+			return pyReport{}, false
+		}
+		body := b[5 : 5+n]
+		b = b[5+n:]
+		switch {
+		case kind == 'e' && rep.err == nil && n <= maxReport:
+			e := parseError(body)
+			if e == nil {
+				return pyReport{}, false
+			}
+			rep.err = e
+		case kind == 'f' && len(rep.figures) < maxFigures:
+			rep.figures = append(rep.figures, body)
+		case kind == 'f', kind == 't':
+			rep.figuresCut = true
+		case kind == 'z' && n == 0 && len(b) == 0:
+			return rep, true
+		default:
+			return pyReport{}, false
+		}
+	}
+	return pyReport{}, false
+}
+
+// parseError decodes an error record: name, value, then file, line,
+// function and code of each frame, NUL-separated; nil for a malformed one.
+func parseError(b []byte) *PyError {
 	f := strings.Split(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00")
 	if len(b) == 0 || len(f) < 2 || (len(f)-2)%4 != 0 || f[0] == "" {
 		return nil

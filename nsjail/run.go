@@ -104,6 +104,10 @@ type supervisor struct {
 	hardKilled bool
 	// reportCut: the workspace report was ended before it finished.
 	reportCut bool
+	// figureBytes is what the payload's runner was asked for of figures
+	// (Payload.FigureBytes): the init's figures are taken within it,
+	// never without it.
+	figureBytes int64
 	// waitErr is the init's wait error, once watch has reaped it.
 	waitErr  error
 	warnings []string

@@ -387,6 +387,11 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	// its payload, never in the Spec.
 	pl.Send, pl.Timings = s.sink != nil, s.tl.on.Load()
 	pl.CaptureError = pythonArgv(pl.Argv) && !job.Spec.Session
+	if !pl.CaptureError {
+		pl.FigureBytes = 0
+	}
+	pl.FigureBytes = min(max(0, pl.FigureBytes), MaxFigureBytes)
+	s.figureBytes = pl.FigureBytes
 	outputs := job.Spec.Outputs
 	outputs.Send = pl.Send
 	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})

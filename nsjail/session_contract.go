@@ -9,9 +9,16 @@ type (
 	ExecStatus = spec.ExecStatus
 	LogChunk   = spec.LogChunk
 	MIMEBundle = spec.MIMEBundle
+	ResultFile = spec.ResultFile
 	PyError    = spec.PyError
 	PyFrame    = spec.PyFrame
 	ExecUsage  = spec.ExecUsage
+)
+
+// Large result items (spec.InlineResultBytes, spec.ResultsDir).
+const (
+	InlineResultBytes = spec.InlineResultBytes
+	ResultsDir        = spec.ResultsDir
 )
 
 // Session execution statuses (spec.ExecStatus).

@@ -121,12 +121,19 @@ type cell struct {
 	results        []MIMEBundle
 	resultBytes    int
 	resultsCut     bool
+	resultsWhy     string // what cut them (Execution.ResultsTruncatedReason)
 	err            *PyError
 	part           map[byte][]byte // fragments of a result or an error
 	done           chan cellDone
 	onOutput       func(stream string, data []byte)
 	onResult       func(*MIMEBundle, *PyError)
 	lost           bool // a kernel started during the cell
+
+	// holding: from results[heldAt] on, the live copies wait for the
+	// large items to be written to files (spillResults), so that a
+	// stream says the same as the Execution, in order.
+	holding bool
+	heldAt  int
 }
 
 type cellDone struct {
@@ -322,6 +329,7 @@ func (ss *Session) dispatchLocked(kind byte, seq uint32, more bool, body []byte)
 		p := c.part[kind]
 		if c.resultBytes+len(body) > maxResultBytes {
 			c.resultsCut = true
+			c.resultsWhy = fmt.Sprintf("the cell's results passed %d bytes in flight (each item over %d bytes goes to a file, within that)", maxResultBytes, InlineResultBytes)
 			if !more {
 				delete(c.part, kind)
 			}
@@ -337,8 +345,12 @@ func (ss *Session) dispatchLocked(kind byte, seq uint32, more bool, body []byte)
 		if kind == frameResult {
 			var b MIMEBundle
 			if json.Unmarshal(p, &b) == nil {
+				b.Files = nil // the supervisor's to fill (spillResults)
 				c.results = append(c.results, b)
-				if f := c.onResult; f != nil {
+				if !c.holding && len(largeItems(&b)) > 0 {
+					c.holding, c.heldAt = true, len(c.results)-1
+				}
+				if f := c.onResult; f != nil && !c.holding {
 					return func() { f(&b, nil) }
 				}
 			}
@@ -491,6 +503,9 @@ func (ss *Session) Run(ctx context.Context, c Cell) (*Execution, error) {
 		<-ss.dead
 		ex.Message = "the session's sandbox ended: " + ss.EndReason()
 	}
+	if ex.Status != ExecSessionEnded {
+		ss.spillResults(cl)
+	}
 	return ss.finishExec(ex, cl, t0, st0), nil
 }
 
@@ -585,7 +600,7 @@ func (ss *Session) finishExec(ex *Execution, cl *cell, t0 time.Time, st0 session
 	ex.Stdout, ex.StdoutTruncated, ex.StdoutBytes = cl.stdout.String(), cl.stdout.Truncated(), cl.stdout.Total()
 	ex.Stderr, ex.StderrTruncated, ex.StderrBytes = cl.stderr.String(), cl.stderr.Truncated(), cl.stderr.Total()
 	ex.Logs, ex.LogsTruncated = cl.logs, cl.logsCut
-	ex.Results, ex.ResultsTruncated = cl.results, cl.resultsCut
+	ex.Results, ex.ResultsTruncated, ex.ResultsTruncatedReason = cl.results, cl.resultsCut, cl.resultsWhy
 	if ex.Logs == nil {
 		ex.Logs = []LogChunk{}
 	}

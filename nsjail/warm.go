@@ -17,6 +17,13 @@ type (
 // MaxPreload bounds the preload list (each is an argv entry).
 const MaxPreload = spec.MaxPreload
 
+// MaxFigureBytes and maxFigures bound the figures of one run
+// (Payload.FigureBytes).
+const (
+	MaxFigureBytes = spec.MaxFigureBytes
+	maxFigures     = spec.MaxFigures
+)
+
 // CheckModuleName accepts a dotted Python module name (spec.CheckModuleName).
 func CheckModuleName(m string) error { return spec.CheckModuleName(m) }
 
@@ -66,10 +73,11 @@ func warmArgv(argv []string, env []string) bool {
 var warmStartEnv = []string{"PYTHON", "LC_", "LANG", "TZ=", "HOME=", "MPL", "OMP_", "OPENBLAS_", "MKL_"}
 
 // warmHandoff is what the init sends the waiting interpreter: the
-// report's address, argc, then argv and the environment, NUL-separated
-// (none may contain a NUL).
-func warmHandoff(report string, argv, env []string) []byte {
-	fields := append(append([]string{report, fmt.Sprint(len(argv))}, argv...), env...)
+// report's address, the figures' byte budget (Payload.FigureBytes, 0: none
+// captured), argc, then argv and the environment, NUL-separated (none may
+// contain a NUL).
+func warmHandoff(report string, figureBytes int64, argv, env []string) []byte {
+	fields := append(append([]string{report, fmt.Sprint(max(0, figureBytes)), fmt.Sprint(len(argv))}, argv...), env...)
 	return []byte(strings.Join(fields, "\x00"))
 }
 

@@ -7,12 +7,13 @@
 # would. An uncaught exception is printed as the interpreter prints it,
 # and reported to the init (the Result's error) on a unix socket it
 # connects to only then, at the abstract address the handoff named: the
-# payload runs with fds 0-2 alone. Stdlib only, and only modules the interpreter has loaded at start,
+# payload runs with fds 0-2 alone. When the handoff gives the figures a
+# budget (the profile's capture_figures), plt.show() and the figures left
+# open at the end become PNGs in that report. Stdlib only, and only modules the interpreter has loaded at start,
 # so that sys.modules holds nothing of the driver's. Shipped inside sbx
 # (go:embed) and passed in argv, never read from the workspace.
-def _sbx_report(rep, e, tb, filename, lines, os=__import__("os")):
-    """Writes name, value and the frames (file, line, function, code) of
-    what killed the payload, NUL-separated, to the report socket."""
+def _sbx_error(e, tb, filename, lines):
+    """Name, value and frames of e, NUL-separated."""
     import linecache
 
     def line(file, n):
@@ -34,22 +35,117 @@ def _sbx_report(rep, e, tb, filename, lines, os=__import__("os")):
     out = [type(e).__name__[:200], value[:4000]]
     for file, n, fn in frames[-64:]:
         out += [file[:1000], str(n), fn[:200], line(file, n).strip()[:1000]]
-    data = "\0".join(s.replace("\0", " ") for s in out).encode("utf-8", "replace")
+    return "\0".join(s.replace("\0", " ") for s in out).encode("utf-8", "replace")
+
+
+def _sbx_report(rep, e, tb, filename, lines, figs=None, error=_sbx_error):
+    """Writes what the payload left to the report socket as records of
+    kind (1 byte), length (4, big-endian) and body: "e", the name, value
+    and frames (file, line, function, code) of what killed it,
+    NUL-separated; "f", one figure's PNG; "t", figures were left out
+    (their cap); "z", the end: a report without it was cut."""
+    out = []
+    if e is not None:
+        out.append((b"e", error(e, tb, filename, lines)[:60000]))
+    if figs is not None:
+        out += [(b"f", png) for png in figs[0]]
+        if figs[1]:
+            out.append((b"t", b""))
+    out.append((b"z", b""))
     if not rep:
         return
+    data = b"".join(k + len(b).to_bytes(4, "big") + b for k, b in out)
     import _socket
 
-    # Within a socket buffer: the init accepts it once the payload is gone.
+    # The init reads it as it comes (a figure can be larger than a
+    # socket's buffer), and takes it once the payload is gone.
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    s.settimeout(2)
+    s.settimeout(30)
     s.connect("\0" + rep)
-    s.sendall(data[:60000])
+    s.sendall(data)
     s.close()
 
 
-# report is bound here: the payload's globals, which are this module's,
+def _sbx_figures(figs, sys=__import__("sys")):
+    """Renders every open matplotlib figure as a PNG into figs (a list of
+    PNGs and whether one was left out), within its byte budget and
+    count, and closes them: what a notebook shows of a script, and what
+    a session's cell gives (session_driver.py). Only when the payload
+    imported pyplot: the runner imports nothing of its own."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    import io
+
+    for num in plt.get_fignums():
+        if len(figs[0]) >= figs[3]:
+            figs[1] = True
+            break
+        try:
+            buf = io.BytesIO()
+            plt.figure(num).savefig(buf, format="png")
+        except Exception:
+            continue
+        png = buf.getvalue()
+        if len(png) > figs[2]:
+            figs[1] = True
+            continue
+        figs[2] -= len(png)
+        figs[0].append(png)
+    plt.close("all")
+
+
+def _sbx_hook_show(figs, sys=__import__("sys"), grab=_sbx_figures):
+    """Makes plt.show() render the open figures (Agg, sbx's MPLBACKEND,
+    shows nothing): at once if pyplot is loaded (a warm preload), else
+    when the payload imports it, through a finder in sys.meta_path that
+    removes itself (importlib's find_spec protocol, PEP 451)."""
+
+    def patch(plt):
+        plt.show = lambda *a, **k: grab(figs)
+
+    if "matplotlib.pyplot" in sys.modules:
+        patch(sys.modules["matplotlib.pyplot"])
+        return
+
+    class ShowFinder:
+        def find_spec(self, name, path=None, target=None):
+            if name != "matplotlib.pyplot":
+                return None
+            sys.meta_path.remove(self)
+            for f in sys.meta_path:
+                spec = f.find_spec(name, path, target) if hasattr(f, "find_spec") else None
+                if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    run = spec.loader.exec_module
+
+                    def exec_module(module):
+                        run(module)
+                        patch(module)
+
+                    spec.loader.exec_module = exec_module
+                    return spec
+            return None
+
+    sys.meta_path.insert(0, ShowFinder())
+
+
+def _sbx_left(rep, e, tb, filename, lines, figs, report=_sbx_report, grab=_sbx_figures):
+    """Reports the error e (or None) and the figures still open; nothing
+    of it may fail the payload's own exit."""
+    try:
+        if figs is not None:
+            grab(figs)
+    except BaseException:
+        pass
+    try:
+        report(rep, e, tb, filename, lines, figs)
+    except BaseException:
+        pass
+
+
+# left and hook are bound here: the payload's globals, which are this module's,
 # are emptied before it runs.
-def _sbx_warm(os=__import__("os"), sys=__import__("sys"), report=_sbx_report):
+def _sbx_warm(os=__import__("os"), sys=__import__("sys"), left=_sbx_left, hook=_sbx_hook_show):
     me = sys._getframe().f_code
     preload = sys.argv[1:]
     if "--" in preload:
@@ -96,9 +192,13 @@ def _sbx_warm(os=__import__("os"), sys=__import__("sys"), report=_sbx_report):
             break
         chunks.append(b)
     os.close(3)
-    # The report's address, argc, argv..., env... separated by NUL (neither may contain one).
+    # The report's address, the figures' budget (bytes; 0: not asked
+    # for), argc, argv..., env... separated by NUL (neither may contain one).
     parts = b"".join(chunks).split(b"\0")
     rep = os.fsdecode(parts.pop(0))
+    budget = int(parts.pop(0))
+    # [PNGs, one left out, bytes left, most figures]
+    figs = [[], False, budget, 64] if budget > 0 else None
     n = int(parts[0])
     argv = [os.fsdecode(a) for a in parts[1 : 1 + n]]
     env = parts[1 + n :]
@@ -136,11 +236,15 @@ def _sbx_warm(os=__import__("os"), sys=__import__("sys"), report=_sbx_report):
             sys.stderr.write("%s: can't open file %r: [Errno %d] %s\n" % (argv[0], path, e.errno, e.strerror))
             raise SystemExit(2)
     del chunks, parts, env, preload, extra
+    if figs is not None:
+        hook(figs)
     try:
         code = compile(source, filename, "exec", dont_inherit=True)
         del source
         exec(code, g)
     except SystemExit:
+        if figs is not None:
+            left(rep, None, None, filename, lines, figs)
         raise
     except BaseException as e:
         # Print it as the interpreter would, without this frame (a
@@ -151,10 +255,7 @@ def _sbx_warm(os=__import__("os"), sys=__import__("sys"), report=_sbx_report):
         e.__traceback__ = tb
         sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
         sys.excepthook(type(e), e, tb)
-        try:
-            report(rep, e, tb, filename, lines)
-        except BaseException:
-            pass
+        left(rep, e, tb, filename, lines, figs)
         del tb
         if isinstance(e, KeyboardInterrupt):
             # An uncaught KeyboardInterrupt ends the interpreter with
@@ -167,6 +268,9 @@ def _sbx_warm(os=__import__("os"), sys=__import__("sys"), report=_sbx_report):
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         raise SystemExit(1) from None
+    else:
+        if figs is not None:
+            left(rep, None, None, filename, lines, figs)
 
 
 _sbx_warm()

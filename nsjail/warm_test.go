@@ -103,8 +103,8 @@ func TestRebaseCPURlimit(t *testing.T) {
 }
 
 func TestWarmHandoff(t *testing.T) {
-	b := warmHandoff("sbx-report-00", []string{"python3", "-c", "x"}, []string{"A=1", "B="})
-	if got, want := string(b), "sbx-report-00\x003\x00python3\x00-c\x00x\x00A=1\x00B="; got != want {
+	b := warmHandoff("sbx-report-00", 4096, []string{"python3", "-c", "x"}, []string{"A=1", "B="})
+	if got, want := string(b), "sbx-report-00\x004096\x003\x00python3\x00-c\x00x\x00A=1\x00B="; got != want {
 		t.Errorf("warmHandoff = %q, want %q", got, want)
 	}
 }
@@ -114,5 +114,41 @@ func TestIsPythonProgram(t *testing.T) {
 		if got := isPythonProgram(name); got != want {
 			t.Errorf("isPythonProgram(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+func TestParseReport(t *testing.T) {
+	rec := func(kind byte, body string) string {
+		return string([]byte{kind, 0, 0, byte(len(body) >> 8), byte(len(body))}) + body
+	}
+	png := "\x89PNG..."
+	for _, tc := range []struct {
+		name    string
+		in      string
+		ok      bool
+		err     string
+		figures int
+		cut     bool
+	}{
+		{"empty", "", false, "", 0, false},
+		{"end only", rec('z', ""), true, "", 0, false},
+		{"error and figures", rec('e', "ZeroDivisionError\x00division by zero\x00<string>\x001\x00<module>\x001/0") + rec('f', png) + rec('f', png) + rec('z', ""), true, "ZeroDivisionError", 2, false},
+		{"cut figures", rec('f', png) + rec('t', "") + rec('z', ""), true, "", 1, true},
+		{"no end: cut short", rec('f', png), false, "", 0, false},
+		{"after the end", rec('z', "") + rec('f', png), false, "", 0, false},
+		{"length past the data", "f\x00\x00\x01\x00abc", false, "", 0, false},
+		{"unknown kind", rec('q', "") + rec('z', ""), false, "", 0, false},
+		{"bad error", rec('e', "x\x00y\x00f\x00notanumber\x00fn\x00code") + rec('z', ""), false, "", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ok := parseReport([]byte(tc.in))
+			name := ""
+			if r.err != nil {
+				name = r.err.Name
+			}
+			if ok != tc.ok || name != tc.err || len(r.figures) != tc.figures || r.figuresCut != tc.cut {
+				t.Errorf("parseReport: ok %v, error %q, %d figures, cut %v; want %v %q %d %v", ok, name, len(r.figures), r.figuresCut, tc.ok, tc.err, tc.figures, tc.cut)
+			}
+		})
 	}
 }

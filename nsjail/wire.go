@@ -185,6 +185,12 @@ type StatusMsg struct {
 	// PyError is what the Python runner reported the payload died of
 	// (Payload.CaptureError, or a warm payload).
 	PyError *PyError `json:"py_error,omitempty"`
+	// Figures are the PNGs the runner rendered of the figures the
+	// payload left (Payload.FigureBytes), as it sent them: the
+	// supervisor checks each (finish.go, takeFigures). FiguresCut: some
+	// were left out, by the runner's budget or the init's caps.
+	Figures    [][]byte `json:"figures,omitempty"`
+	FiguresCut bool     `json:"figures_cut,omitempty"`
 }
 
 // cpuTime is the CPU time the kernel accounted to the payload and every
@@ -236,8 +242,11 @@ func (m StatusMsg) stepError() *StepError {
 
 // maxStatusLine bounds one status line. The longest the init sends is the
 // exit message: rusage, at most maxDenialKinds denial counts (~20 bytes
-// each) and a few dozen timing marks, well under 64 KiB.
-const maxStatusLine = 256 << 10
+// each) and a few dozen timing marks, well under 64 KiB, and the figures a
+// Python payload left (at most MaxFigureBytes, in base64: 4/3 of it, with
+// their quotes and commas). The reader grows its buffer only as the line
+// does (readFrame).
+const maxStatusLine = 256<<10 + (MaxFigureBytes+2)/3*4 + maxFigures*4
 
 // maxStatusMarks bounds the timing marks of one status line (the init
 // has a few dozen steps).
@@ -265,8 +274,8 @@ func decodeStatus(line []byte) (StatusMsg, error) {
 	default:
 		return StatusMsg{}, fmt.Errorf("%w: message of unknown kind %.64q", errStatusFraming, m.Kind)
 	}
-	if len(m.Denials) > maxDenialKinds || len(m.Marks) > maxStatusMarks || m.DenialsOther < 0 {
-		return StatusMsg{}, fmt.Errorf("%w: %s message past its bounds (%d denial kinds, %d marks)", errStatusFraming, m.Kind, len(m.Denials), len(m.Marks))
+	if len(m.Denials) > maxDenialKinds || len(m.Marks) > maxStatusMarks || m.DenialsOther < 0 || len(m.Figures) > maxFigures {
+		return StatusMsg{}, fmt.Errorf("%w: %s message past its bounds (%d denial kinds, %d marks, %d figures)", errStatusFraming, m.Kind, len(m.Denials), len(m.Marks), len(m.Figures))
 	}
 	return m, nil
 }

@@ -162,6 +162,8 @@ func goTypeDoc(e ast.Expr) (string, error) {
 			return "integer", nil
 		case "float64":
 			return "number", nil
+		case "bool":
+			return "boolean", nil
 		}
 	case *ast.SelectorExpr:
 		switch t.Sel.Name {

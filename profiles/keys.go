@@ -23,6 +23,7 @@ const (
 	kindInt                  // int64 or int
 	kindFloat                // float64
 	kindList                 // []string; each entry in field.enum if set
+	kindBool                 // true or false
 )
 
 // field is one key of the schema. The table below is the only place that
@@ -80,6 +81,7 @@ var fields = []field{
 	{key: "extends", kind: kindString, ptr: func(p *Profile) any { return &p.Extends }},
 	{key: "require", kind: kindList, ptr: func(p *Profile) any { return &p.Require }, enum: Layers},
 	{key: "preload", kind: kindList, ptr: func(p *Profile) any { return &p.Preload }, check: checkPreload},
+	{key: "capture_figures", kind: kindBool, ptr: func(p *Profile) any { return &p.CaptureFigures }},
 	{key: "image", kind: kindString, ptr: func(p *Profile) any { return &p.Image }, check: checkImage},
 	{key: "limits.memory", kind: kindSize, ptr: func(p *Profile) any { return &p.Limits.Memory }, min: 1 << 20},
 	{key: "limits.pids", kind: kindInt, ptr: func(p *Profile) any { return &p.Limits.Pids }, min: 1, max: maxPids, hasMax: true},
@@ -154,6 +156,8 @@ func (f *field) want() string {
 		return "a number"
 	case kindList:
 		return "a list of strings"
+	case kindBool:
+		return "true or false"
 	case kindEnum:
 		return "one of " + quoteList(f.enum)
 	default:
@@ -162,7 +166,7 @@ func (f *field) want() string {
 }
 
 // value returns the key's value as TOML would hold it (string, int64,
-// float64 or []string): sizes and durations as their human strings.
+// float64, bool or []string): sizes and durations as their human strings.
 func (f *field) value(p *Profile) any {
 	switch v := f.ptr(p).(type) {
 	case *string:
@@ -176,6 +180,8 @@ func (f *field) value(p *Profile) any {
 	case *int:
 		return int64(*v)
 	case *float64:
+		return *v
+	case *bool:
 		return *v
 	case *[]string:
 		if *v == nil {
@@ -279,6 +285,12 @@ func (f *field) setFlag(p *Profile, vals []string) error {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 			return errText("not a number")
+		}
+		*ptr = v
+	case *bool:
+		v, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return errText("not true or false")
 		}
 		*ptr = v
 	}

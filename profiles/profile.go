@@ -40,6 +40,11 @@ type Profile struct {
 	// "pandas"]: dotted names, imported in order. A cold run (sbx exec)
 	// imports nothing ahead.
 	Preload []string `toml:"preload"`
+	// CaptureFigures asks a Python run (sbx exec, POST /v1/exec) for the
+	// matplotlib figures its script leaves open or plt.show()s: the
+	// runner renders them (Agg) as PNGs into the Result's results, within
+	// the output cap. A session's cells always return theirs.
+	CaptureFigures bool `toml:"capture_figures"`
 	// Image names an OCI image in sbx's store (`sbx image ls`: a name
 	// such as "python:3.11-slim", or an id), or a registry reference that
 	// is pulled on first use. Its unpacked tree becomes the read-only

@@ -459,6 +459,11 @@ func (f *field) setTOML(p *Profile, v tval) error {
 			return valueError{err}
 		}
 		*ptr = x
+	case *bool:
+		if v.kind != unstable.Bool {
+			return f.typeError(v)
+		}
+		*ptr = v.text == "true"
 	case *[]string:
 		if v.kind != unstable.Array {
 			return f.typeError(v)
@@ -513,6 +518,8 @@ func formatTOML(v any) string {
 		return strconv.FormatInt(v, 10)
 	case float64:
 		return strconv.FormatFloat(v, 'g', -1, 64)
+	case bool:
+		return strconv.FormatBool(v)
 	case []string:
 		q := make([]string, len(v))
 		for i, s := range v {

@@ -604,3 +604,65 @@ func TestSessionPool(t *testing.T) {
 		}
 	})
 }
+
+// A result item over the inline cap (a 5 MB html) comes back as a file
+// of the workspace, {path, size, sha256}, whose bytes GET .../files
+// fetches; streamed, the result says the same. In a workspace too small
+// for it, the results say truncated, and why, and nothing is left half
+// written.
+func TestSessionLargeResultFile(t *testing.T) {
+	const big = "class H:\n    def _repr_html_(self):\n        return '<p>' + 'x' * 5_000_000 + '</p>'\ndisplay(1)\nH()"
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "")
+		id := s.newSession(map[string]any{"limits": map[string]any{"workspace_size": "32M"}})
+		ex := s.cell(id, big)
+		if ex.Status != nsjail.ExecOK || len(ex.Results) != 2 || ex.ResultsTruncated {
+			t.Fatalf("a 5 MB html: status %s, %d results, truncated %v (%s)", ex.Status, len(ex.Results), ex.ResultsTruncated, ex.ResultsTruncatedReason)
+		}
+		main := ex.Results[1]
+		f, ok := main.Files["html"]
+		if !main.IsMainResult || main.HTML != "" || !ok || f.Path != nsjail.ResultsDir+"/1-2.html" || f.Size != 5_000_007 {
+			t.Fatalf("the main result: is_main %v, %d bytes inline, files %+v; want html in %s/1-2.html, 5000007 bytes", main.IsMainResult, len(main.HTML), main.Files, nsjail.ResultsDir)
+		}
+		if ex.Results[0].Text != "1" || ex.Results[0].Files != nil {
+			t.Errorf("a small result: %+v, want inline", ex.Results[0])
+		}
+		resp := s.do("GET", "/v1/sessions/"+id+"/files?path="+f.Path, nil)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		sum := sha256.Sum256(b)
+		if resp.StatusCode != 200 || hex.EncodeToString(sum[:]) != f.SHA256 || int64(len(b)) != f.Size || !strings.HasPrefix(string(b), "<p>xxx") {
+			t.Errorf("GET %s: %s, %d bytes, sha256 %x; the Execution says %d bytes, %s", f.Path, resp.Status, len(b), sum, f.Size, f.SHA256)
+		}
+
+		// Streamed: the result event carries the same reference.
+		resp = s.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"code": big}, "Accept", "application/x-ndjson")
+		var streamed []nsjail.MIMEBundle
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			var ev struct {
+				Type   string             `json:"type"`
+				Result *nsjail.MIMEBundle `json:"result"`
+			}
+			json.Unmarshal(sc.Bytes(), &ev)
+			if ev.Type == "result" && ev.Result != nil {
+				streamed = append(streamed, *ev.Result)
+			}
+		}
+		resp.Body.Close()
+		if len(streamed) != 2 || streamed[0].Text != "1" || streamed[1].HTML != "" || streamed[1].Files["html"].Path != nsjail.ResultsDir+"/2-2.html" {
+			t.Errorf("streamed: %d results, want display(1) then the file reference (%+v)", len(streamed), streamed)
+		}
+
+		// No room: truncated, with the reason; no partial file.
+		small := s.newSession(map[string]any{"limits": map[string]any{"workspace_size": "2M"}})
+		ex = s.cell(small, big)
+		if !ex.ResultsTruncated || !strings.Contains(ex.ResultsTruncatedReason, "No space left") || len(ex.Results) != 2 || ex.Results[1].HTML != "" || ex.Results[1].Files != nil {
+			t.Errorf("a 5 MB html in a 2 MB workspace: truncated %v (%q), results %d", ex.ResultsTruncated, ex.ResultsTruncatedReason, len(ex.Results))
+		}
+		if ex := s.cell(small, "import os; os.path.exists('.sbx/results/1-2.html')"); mainText(ex) != "False" {
+			t.Errorf("the partial file was left: %q", mainText(ex))
+		}
+	})
+}

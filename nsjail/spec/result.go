@@ -123,6 +123,14 @@ type Result struct {
 	// value, its frames), captured in-process by the interpreter's runner
 	// (nsjail/warm_driver.py), not parsed from stderr; absent otherwise.
 	Error *PyError `json:"error,omitempty"`
+	// Results are the matplotlib figures a Python payload left open or
+	// plt.show()ed, each a MIME bundle with its png (base64), when the
+	// profile asks for them (capture_figures); rendered in-process by the
+	// runner (Agg), never parsed from the output. Absent when none.
+	Results []MIMEBundle `json:"results,omitempty"`
+	// ResultsTruncated: some figures were left out (the output cap, or
+	// MaxFigures), or one was not a well-formed PNG; a warning says which.
+	ResultsTruncated bool `json:"results_truncated,omitempty"`
 	// Warnings are things that went wrong without failing the run.
 	Warnings []string `json:"warnings,omitempty"`
 }

@@ -45,7 +45,12 @@ type Execution struct {
 	// display() and open figure, in order.
 	Results          []MIMEBundle `json:"results"`
 	ResultsTruncated bool         `json:"results_truncated,omitempty"`
-	Error            *PyError     `json:"error"`
+	// ResultsTruncatedReason says what cut the results when
+	// ResultsTruncated: the cell's in-flight cap, or a file a large item
+	// could not be written to (added after results_truncated: absent
+	// when false).
+	ResultsTruncatedReason string   `json:"results_truncated_reason,omitempty"`
+	Error                  *PyError `json:"error"`
 	// StateLost: the interpreter was restarted during this cell, or
 	// since the last one: its globals are gone, the workspace is not.
 	StateLost bool `json:"state_lost"`
@@ -79,7 +84,29 @@ type MIMEBundle struct {
 	JSON         string `json:"json,omitempty"`
 	LaTeX        string `json:"latex,omitempty"`
 	IsMainResult bool   `json:"is_main_result"`
+	// Files are the items too large to be inline (a session's, over
+	// InlineResultBytes), by their key ("html", "png", ...): each was
+	// written to a file of the session's workspace, fetchable with GET
+	// /v1/sessions/{id}/files?path=, and its key above is empty.
+	Files map[string]ResultFile `json:"files,omitempty"`
 }
+
+// ResultFile is one result item written to a workspace file: its path
+// relative to the workspace, and its size and sha256 as the supervisor
+// sent them (binary items, png and jpeg, decoded from base64).
+type ResultFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// InlineResultBytes is the largest result item a session's Execution
+// carries inline; a larger one goes to a workspace file (ResultFile).
+const InlineResultBytes = 1 << 20
+
+// ResultsDir is the workspace directory of the result items written to
+// files: ResultsDir/CELL-N.EXT, N the result's place in its cell from 1.
+const ResultsDir = ".sbx/results"
 
 // PyError is an uncaught Python exception: a session cell's, or a
 // one-shot run's (Result.Error).

@@ -114,7 +114,20 @@ type Payload struct {
 	// CODE) to be started by the runner that reports its uncaught
 	// exception (Result.Error); the supervisor sets it from Argv.
 	CaptureError bool `json:"capture_error,omitempty"`
+	// FigureBytes asks the runner for the matplotlib figures a Python
+	// payload leaves open (and those it plt.show()s), as PNGs in
+	// Result.Results, at most this many bytes of them (the profile's
+	// capture_figures: the output cap, at most MaxFigureBytes); 0 asks
+	// for none. Only with CaptureError.
+	FigureBytes int64 `json:"figure_bytes,omitempty"`
 }
+
+// MaxFigureBytes bounds the figures of one run (Payload.FigureBytes), as
+// a session bounds one cell's results.
+const MaxFigureBytes = 16 << 20
+
+// MaxFigures bounds how many figures one run returns.
+const MaxFigures = 64
 
 // File is one input streamed into the workspace. Its Size bytes follow the
 // Payload message on the control pipe, in order.

@@ -146,6 +146,10 @@ class MimeResult:
     is_main_result: bool = False
     path: Optional[str] = None
     sha256: Optional[str] = None
+    #: The items too large to be inline (over 1 MiB in a session), by
+    #: format: each was written to a workspace file (``path``, ``size``,
+    #: ``sha256``), fetched with ``Session.files.read(path)``.
+    files: Dict[str, "FileEntry"] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -161,9 +165,11 @@ class MimeResult:
         for key in _MIME:
             if key in bundle:
                 kw[key] = bundle.pop(key)
-        extra = {k: v for k, v in bundle.items() if k not in ("is_main_result", "path", "sha256", "type")}
+        files = bundle.get("files")
+        files = {str(k): FileEntry.from_json(v) for k, v in files.items() if isinstance(v, dict)} if isinstance(files, dict) else {}
+        extra = {k: v for k, v in bundle.items() if k not in ("is_main_result", "path", "sha256", "type", "files")}
         return cls(is_main_result=bool(bundle.get("is_main_result", False)), path=bundle.get("path"),
-                   sha256=bundle.get("sha256"), extra=extra, raw=d, **kw)
+                   sha256=bundle.get("sha256"), files=files, extra=extra, raw=d, **kw)
 
     def formats(self) -> List[str]:
         """The formats this result has, E2B's ``formats()``."""
@@ -275,8 +281,11 @@ class Result:
 
     @property
     def results(self) -> List[MimeResult]:
-        """Rich results (figures a script left open), when the profile asks."""
+        """The figures a script left open or ``plt.show()``ed, as PNGs, when
+        the profile sets ``capture_figures`` (``data`` does)."""
         return [MimeResult.from_json(r) for r in self.raw.get("results") or [] if isinstance(r, dict)]
+
+    results_truncated = property(lambda self: bool(self.raw.get("results_truncated")))
 
     @property
     def ok(self) -> bool:
@@ -325,6 +334,8 @@ class Execution:
     network = property(lambda self: self.raw.get("network") or [])
     state_lost = property(lambda self: bool(self.raw.get("state_lost")))
     message = property(lambda self: self.raw.get("message") or "")
+    results_truncated = property(lambda self: bool(self.raw.get("results_truncated")))
+    results_truncated_reason = property(lambda self: self.raw.get("results_truncated_reason") or "")
 
     @property
     def files(self) -> List[FileEntry]:

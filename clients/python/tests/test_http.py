@@ -210,3 +210,11 @@ def test_models_parse_issue_15_shapes() -> None:
     assert ex.error.name == "ZeroDivisionError" and ex.error.frames[0].line == 1
     assert 'File "<cell-2>", line 1' in ex.error.traceback and ex.error.traceback.endswith("division by zero")
     assert ex.usage == {"wall_ms": 3}
+    # A large item went to a workspace file; a one-shot Result's figures.
+    big = sbx.Execution({"results": [{"is_main_result": True, "files": {"html": {"path": ".sbx/results/1-1.html", "size": 5, "sha256": "ab"}}}],
+                         "results_truncated": True, "results_truncated_reason": "why"})
+    f = big.results[0].files["html"]
+    assert f.path == ".sbx/results/1-1.html" and f.size == 5 and f.sha256 == "ab" and big.results[0].html is None
+    assert big.results_truncated and big.results_truncated_reason == "why" and big.results[0].extra == {}
+    res = sbx.Result({"status": "ok", "results": [{"png": png, "is_main_result": False}], "results_truncated": True})
+    assert res.results[0].data("png").startswith(PNG_MAGIC) and res.results_truncated
