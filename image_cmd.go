@@ -112,6 +112,9 @@ func imageCommand() *cli.Command {
 			},
 			{
 				Name: "inspect", Usage: "print what the store knows of an image, as JSON", ArgsUsage: "NAME",
+				Description: "working_dir and user are shown as the image records them; a run uses neither:\n" +
+					"its working directory is the workspace (the one writable place, where inputs go\n" +
+					"and outputs are taken from) and it runs as the sandbox's uid.",
 				OnUsageError: usageError,
 				Action: func(c *cli.Context) error {
 					s, err := withStore(c, 1, "one NAME")
