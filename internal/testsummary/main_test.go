@@ -24,3 +24,23 @@ func TestCounts(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestSlowest: the packages' times, then the slowest top-level tests by
+// their own Elapsed (not their subtests'), with their share of the sum.
+func TestSlowest(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"pass","Test":"TestA/root","Elapsed":9}`,
+		`{"Action":"pass","Test":"TestA","Elapsed":1}`,
+		`{"Action":"fail","Test":"TestB","Elapsed":6}`,
+		`{"Action":"skip","Test":"TestC","Elapsed":3}`,
+		`{"Action":"pass","Package":"example.com/tests","Elapsed":12.5}`,
+	}, "\n")
+	c := read(strings.NewReader(in), io.Discard)
+	want := "took example.com/tests 12.5s; 3 tests 10.0s, the slowest: TestB 6.0s (60%), TestC 3.0s (30%)"
+	if got := c.slowest(2); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := read(strings.NewReader(`--- PASS: TestA (0.00s)`), io.Discard).slowest(10); got != "" {
+		t.Errorf("without go test -json: %q, want nothing", got)
+	}
+}
