@@ -99,6 +99,10 @@ func main() {
 func read(r io.Reader, w io.Writer) *counts {
 	c := &counts{runner: map[string]*[3]int{}, perUser: map[string]bool{}, top: map[string]int{}}
 	output := map[string][]string{} // top-level test -> its output, until it ends
+	// longest is the longest subtest of each top-level test: go test
+	// reports a test whose subtests run in parallel (t.Parallel) as
+	// taking 0.00s, its own function having returned before they ended.
+	longest := map[string]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -120,14 +124,18 @@ func read(r io.Reader, w io.Writer) *counts {
 			}
 		case ev.Test == "" && ev.Package != "" && (ev.Action == "pass" || ev.Action == "fail"):
 			c.packages = append(c.packages, took{ev.Package, ev.Elapsed})
+		case ev.Test != top && (ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip"):
+			longest[top] = max(longest[top], ev.Elapsed)
 		case ev.Test == "" || ev.Test != top:
 		case ev.Action == "pass" || ev.Action == "skip":
-			fmt.Fprintf(w, "  %-4s %s (%.1fs)\n", ev.Action, ev.Test, ev.Elapsed)
-			c.tests = append(c.tests, took{ev.Test, ev.Elapsed})
+			elapsed := max(ev.Elapsed, longest[top])
+			fmt.Fprintf(w, "  %-4s %s (%.1fs)\n", ev.Action, ev.Test, elapsed)
+			c.tests = append(c.tests, took{ev.Test, elapsed})
 			delete(output, top)
 		case ev.Action == "fail":
-			fmt.Fprintf(w, "  FAIL %s (%.1fs)\n", ev.Test, ev.Elapsed)
-			c.tests = append(c.tests, took{ev.Test, ev.Elapsed})
+			elapsed := max(ev.Elapsed, longest[top])
+			fmt.Fprintf(w, "  FAIL %s (%.1fs)\n", ev.Test, elapsed)
+			c.tests = append(c.tests, took{ev.Test, elapsed})
 			for _, o := range output[top] {
 				fmt.Fprint(w, "       "+o)
 			}
