@@ -311,7 +311,7 @@ const spin = "while True: pass"
 // TestOpsMetrics: /metrics moves as runs happen, by profile and status,
 // with no id among its labels, and asks for the token.
 func TestOpsMetrics(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r, "--breaker-kills", "-1")
 		if resp, _ := s.call("GET", "/metrics", "", nil); resp.StatusCode != 401 {
 			t.Errorf("/metrics without a token: %s, want 401", resp.Status)
@@ -601,7 +601,7 @@ func showEvents(ev []opsEvent) string {
 // TestOpsJobs: a job can be polled, streamed (live, then replayed from the
 // start), and cancelled; it is its token's only, and drained on SIGTERM.
 func TestOpsJobs(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r, "--audit-log", opsAudit, "--drain-timeout", "60s")
 		// Polled: queued or running, then done with the Result.
 		j := s.postJob("agent-a", map[string]any{"code": "import time\nprint('one', flush=True)\ntime.sleep(1.5)\nprint('two')", "metadata": map[string]any{"step": 7}})
