@@ -86,31 +86,7 @@ func startServe(t *testing.T, r runner, token string, args ...string) *server {
 	cmd := r.command(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	s := &server{t: t, cmd: cmd, token: token, tmp: tmp, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	pr, pw := io.Pipe()
-	cmd.Stderr = io.MultiWriter(pw, s.stderr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.exited <- cmd.Wait(); pw.Close() }()
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "sbx serve: listening on "); ok {
-				addr <- strings.SplitN(a, ";", 2)[0]
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addr:
-		s.base = "http://" + a
-	case err := <-s.exited:
-		t.Fatalf("sbx serve exited before listening: %v\n%s", err, s.stderr)
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("sbx serve did not listen within 30s:\n%s", s.stderr)
-	}
+	s.base = "http://" + startListening(t, cmd, s.stderr, s.exited)
 	t.Cleanup(func() { s.stop() })
 	return s
 }
