@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,28 +40,11 @@ type opsServer struct {
 	base   string
 	tmp    string // the server's TMPDIR
 	dir    string // its files (token file, audit log)
-	stderr *opsBuffer
+	stderr *lockedBuffer
 	exited chan error
 	// client never keeps a connection alive, so that the server's fds
 	// and goroutines at rest do not depend on the test's idle ones.
 	client *http.Client
-}
-
-type opsBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *opsBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *opsBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // opsAudit, as an argument of startOps, is replaced by the path of an
@@ -102,7 +84,7 @@ func startOps(t *testing.T, r runner, args ...string) *opsServer {
 	}
 	cmd := r.command(append([]string{"serve", "--listen", "127.0.0.1:0", "--token-file", tf}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	s := &opsServer{t: t, cmd: cmd, tmp: tmp, dir: dir, stderr: &opsBuffer{}, exited: make(chan error, 1),
+	s := &opsServer{t: t, cmd: cmd, tmp: tmp, dir: dir, stderr: &lockedBuffer{}, exited: make(chan error, 1),
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	s.base = "http://" + startListening(t, cmd, s.stderr, s.exited)
 	t.Cleanup(func() {
