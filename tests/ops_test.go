@@ -341,7 +341,7 @@ func TestOpsMetrics(t *testing.T) {
 // ops's registry) and move as sessions open, run cells and end: deleted,
 // and by their idle timeout.
 func TestOpsSessionMetrics(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r)
 		newSession := func(body map[string]any) string {
 			t.Helper()
@@ -408,7 +408,7 @@ func TestOpsSessionMetrics(t *testing.T) {
 // 429 (throttled, with Retry-After and why), counted in /metrics; another
 // token is not throttled.
 func TestOpsBreaker(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r, "--breaker-kills", "2", "--breaker-window", "5m", "--breaker-cooldown", "10m")
 		bomb := map[string]any{"code": spin, "limits": map[string]any{"cpu_time": "1s", "wall_time": "30s"}}
 		for i := range 2 {
