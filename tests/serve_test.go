@@ -372,7 +372,7 @@ func (s *server) stream(body any) (*http.Response, <-chan line) {
 // cancels its run; past --max-concurrent and --queue a request gets 429
 // with Retry-After.
 func TestServeStreamAndAdmission(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startServe(t, r, "", "--max-concurrent", "1", "--queue", "0")
 		resp, ch := s.stream(map[string]any{"code": "import sys,time\nprint('first', flush=True)\nprint('err', file=sys.stderr, flush=True)\ntime.sleep(2)\nprint('last')"})
 		var got []line
@@ -535,7 +535,7 @@ func TestServeDrain(t *testing.T) {
 // a 429, and is answered 408 when its body deadline passes. A body past
 // --max-body is a 413, and too many files a 400.
 func TestServeHostileClients(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startServe(t, r, "", "--max-concurrent", "1", "--queue", "0", "--max-body", "65536", "--body-timeout", "2s")
 		conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
 		if err != nil {
