@@ -69,7 +69,7 @@ unit: deps precompiled
 # Integration tests build ./sbx and run real payloads from testdata/, as
 # root and as uid 65534 (setpriv). RUN='TestA|TestB' runs only those.
 integration: sbx
-	@echo "make: integration: tests/ on a fresh build of sbx, each test as root and as uid 65534 when make runs as root, else as $$(id -un); about a minute"
+	@echo "make: integration: tests/ on a fresh build of sbx, each test as root and as uid 65534 when make runs as root, else as $$(id -un); 7 to 13 minutes on 2 cores, by load (the slowest tests are named at the end)"
 	@mkdir -p $(dir $(SUMMARY))
 	$(TESTSUM) -label integration -o $(SUMMARY)-integration -- $(GO) test -json -tags integration -count=1 -p 1 -timeout 20m $(if $(RUN),-run '$(RUN)') ./tests/...
 

@@ -27,6 +27,14 @@ func imageCommand() *cli.Command {
 		}
 		return nil
 	}
+	// withStore checks the argument count, then opens the store: each
+	// subcommand but rm starts so, and its error is the command's exit.
+	withStore := func(c *cli.Context, n int, what string) (*image.Store, error) {
+		if err := noArgs(c, n, what); err != nil {
+			return nil, err
+		}
+		return openStoreOrExit()
+	}
 	return &cli.Command{
 		Name:  "image",
 		Usage: "pull, import, list and remove the OCI images a run may use as its root",
@@ -39,12 +47,9 @@ func imageCommand() *cli.Command {
 				Name: "pull", Usage: "fetch an image from its registry (docker config credentials)", ArgsUsage: "REF",
 				OnUsageError: usageError,
 				Action: func(c *cli.Context) error {
-					if err := noArgs(c, 1, "one REF such as python:3.11-slim"); err != nil {
-						return err
-					}
-					s, err := openStore()
+					s, err := withStore(c, 1, "one REF such as python:3.11-slim")
 					if err != nil {
-						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+						return err
 					}
 					m, err := pull(s, c.Args().First(), false)
 					if err != nil {
@@ -59,12 +64,9 @@ func imageCommand() *cli.Command {
 				Flags:        []cli.Flag{&cli.StringFlag{Name: "name", Usage: "store it as `NAME` (default: the archive's own tag, else the file's name)"}},
 				OnUsageError: usageError,
 				Action: func(c *cli.Context) error {
-					if err := noArgs(c, 1, "one FILE"); err != nil {
-						return err
-					}
-					s, err := openStore()
+					s, err := withStore(c, 1, "one FILE")
 					if err != nil {
-						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+						return err
 					}
 					m, err := s.Import(c.Args().First(), c.String("name"))
 					if err != nil {
@@ -80,12 +82,9 @@ func imageCommand() *cli.Command {
 				Flags:        []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
 				OnUsageError: usageError,
 				Action: func(c *cli.Context) error {
-					if err := noArgs(c, 0, "no arguments"); err != nil {
-						return err
-					}
-					s, err := openStore()
+					s, err := withStore(c, 0, "no arguments")
 					if err != nil {
-						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+						return err
 					}
 					list, err := s.List()
 					if err != nil {
@@ -113,14 +112,14 @@ func imageCommand() *cli.Command {
 			},
 			{
 				Name: "inspect", Usage: "print what the store knows of an image, as JSON", ArgsUsage: "NAME",
+				Description: "working_dir and user are shown as the image records them; a run uses neither:\n" +
+					"its working directory is the workspace (the one writable place, where inputs go\n" +
+					"and outputs are taken from) and it runs as the sandbox's uid.",
 				OnUsageError: usageError,
 				Action: func(c *cli.Context) error {
-					if err := noArgs(c, 1, "one NAME"); err != nil {
-						return err
-					}
-					s, err := openStore()
+					s, err := withStore(c, 1, "one NAME")
 					if err != nil {
-						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+						return err
 					}
 					m, err := s.Inspect(c.Args().First())
 					if err != nil {
@@ -136,9 +135,9 @@ func imageCommand() *cli.Command {
 					if c.NArg() == 0 {
 						return usageError(c, errors.New("want one NAME or more"), false)
 					}
-					s, err := openStore()
+					s, err := openStoreOrExit()
 					if err != nil {
-						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+						return err
 					}
 					var errs []error
 					for _, n := range c.Args().Slice() {
@@ -162,12 +161,9 @@ func imageCommand() *cli.Command {
 				Name: "prune", Usage: "remove the images no name refers to, and leftovers of interrupted pulls",
 				OnUsageError: usageError,
 				Action: func(c *cli.Context) error {
-					if err := noArgs(c, 0, "no arguments"); err != nil {
-						return err
-					}
-					s, err := openStore()
+					s, err := withStore(c, 0, "no arguments")
 					if err != nil {
-						return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+						return err
 					}
 					removed, err := s.Prune()
 					for _, r := range removed {
@@ -183,7 +179,15 @@ func imageCommand() *cli.Command {
 	}
 }
 
-func openStore() (*image.Store, error) { return engine.OpenStore() }
+// openStoreOrExit opens the store for a command's Action: a store that
+// will not open ends the command with ExitSbxFailed.
+func openStoreOrExit() (*image.Store, error) {
+	s, err := engine.OpenStore()
+	if err != nil {
+		return nil, cli.Exit(err.Error(), nsjail.ExitSbxFailed)
+	}
+	return s, nil
+}
 
 func printIndented(v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")

@@ -85,8 +85,8 @@ type Meta struct {
 	Env        []string  `json:"env,omitempty"`
 	Entrypoint []string  `json:"entrypoint,omitempty"`
 	Cmd        []string  `json:"cmd,omitempty"`
-	WorkingDir string    `json:"working_dir,omitempty"`
-	User       string    `json:"user,omitempty"`
+	WorkingDir string    `json:"working_dir,omitempty"` // as recorded; a run's working directory is the workspace (docs/DESIGN.md, Images)
+	User       string    `json:"user,omitempty"`        // as recorded; a run's uid is the sandbox's
 	Layers     []string  `json:"layers"`
 	Stats      Stats     `json:"stats"`
 	// Python is the image's python3 as a sandbox on it found it (once,

@@ -49,7 +49,9 @@ type Profile struct {
 	// such as "python:3.11-slim", or an id), or a registry reference that
 	// is pulled on first use. Its unpacked tree becomes the read-only
 	// root (instead of the host's /usr; not with filesystem.rootfs) and
-	// its Env is applied under sbx's base environment. Empty means none.
+	// its Env is applied under sbx's base environment. Its WorkingDir is
+	// not used: the working directory stays the workspace. Empty means
+	// none.
 	Image      string     `toml:"image"`
 	Limits     Limits     `toml:"limits"`
 	Filesystem Filesystem `toml:"filesystem"`

@@ -3,10 +3,8 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -25,32 +23,7 @@ import (
 func launch(t *testing.T, cmd *exec.Cmd, token, tmp string) *server {
 	t.Helper()
 	s := &server{t: t, cmd: cmd, token: token, tmp: tmp, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	pr, pw := io.Pipe()
-	cmd.Stderr = io.MultiWriter(pw, s.stderr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.exited <- cmd.Wait(); pw.Close() }()
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "sbx serve: listening on "); ok {
-				addr <- strings.SplitN(a, ";", 2)[0]
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addr:
-		s.base = "http://" + a
-	case err := <-s.exited:
-		t.Fatalf("sbx serve exited before listening: %v\n%s", err, s.stderr)
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		<-s.exited
-		t.Fatalf("sbx serve did not listen within 30s:\n%s", s.stderr)
-	}
+	s.base = "http://" + startListening(t, cmd, s.stderr, s.exited)
 	t.Cleanup(func() { s.stop() })
 	return s
 }

@@ -99,7 +99,7 @@ func TestEgressWithoutProxyVariables(t *testing.T) {
 // wildcard's address checks.
 func TestEgressForwardRefusals(t *testing.T) {
 	plain, _, _ := hostServer(t, false)
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		var flood struct{ Open, Closed int }
 		res := r.okResult(t, &flood, "--profile", data("profiles/net-caps.toml"), "--resolve", "api.test:80:127.0.0.1:"+port(plain), "-c", `import json, os, socket, time
 for k in list(os.environ):

@@ -128,6 +128,24 @@ func forEach(t *testing.T, fn func(t *testing.T, r runner)) {
 	}
 }
 
+// forEachParallel is forEach with the runners at the same time, for a
+// test whose minutes go in waiting (wall limits, sleeps, drains), not in
+// CPU, and whose runners share nothing: each its own server, directories
+// and markers, and no check of host-wide state another runner changes
+// (its connections, processes or mounts). They are parallel subtests, so
+// the test still ends before the next one starts and
+// TestZZNothingLeftBehind stays last. fn must not call t.Setenv (testing
+// refuses it in a parallel test).
+func forEachParallel(t *testing.T, fn func(t *testing.T, r runner)) {
+	for _, r := range runners() {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			requireUserNS(t, r)
+			fn(t, r)
+		})
+	}
+}
+
 func (r runner) command(args ...string) *exec.Cmd {
 	// SBX_TEST_WRAP runs sbx through a wrapper, e.g. tests/vm/own-cgroup.sh
 	// to give each sbx a delegated cgroup of its own (make vmtest).

@@ -206,7 +206,7 @@ func TestCPUTimeCountsThreadForks(t *testing.T) {
 }
 
 func TestWallTimeout(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		// 3 s, not 1: Python alone takes about a second to start under the
 		// emulated CPU of make vmtest, and its output must be kept.
 		res, out := r.result(t, "--timeout", "3s", "-c", "import time; print('sleeping', flush=True); time.sleep(100)")

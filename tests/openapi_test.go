@@ -157,7 +157,7 @@ func (c *apiChecker) mustReject(resp *http.Response, body []byte, old, new strin
 // real sandboxes, validate against the document it serves at
 // /v1/openapi.json, and the requests the test sends match it too.
 func TestOpsOpenAPI(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r, "--max-concurrent", "1", "--queue", "0", "--max-body", "65536", "--breaker-kills", "1", "--drain-timeout", "3s", "--max-sessions", "2")
 		c := newAPIChecker(t, s)
 		c.do("GET", "/healthz", "", nil, false)

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,28 +40,11 @@ type opsServer struct {
 	base   string
 	tmp    string // the server's TMPDIR
 	dir    string // its files (token file, audit log)
-	stderr *opsBuffer
+	stderr *lockedBuffer
 	exited chan error
 	// client never keeps a connection alive, so that the server's fds
 	// and goroutines at rest do not depend on the test's idle ones.
 	client *http.Client
-}
-
-type opsBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *opsBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *opsBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // opsAudit, as an argument of startOps, is replaced by the path of an
@@ -102,33 +84,9 @@ func startOps(t *testing.T, r runner, args ...string) *opsServer {
 	}
 	cmd := r.command(append([]string{"serve", "--listen", "127.0.0.1:0", "--token-file", tf}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	s := &opsServer{t: t, cmd: cmd, tmp: tmp, dir: dir, stderr: &opsBuffer{}, exited: make(chan error, 1),
+	s := &opsServer{t: t, cmd: cmd, tmp: tmp, dir: dir, stderr: &lockedBuffer{}, exited: make(chan error, 1),
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
-	pr, pw := io.Pipe()
-	cmd.Stderr = io.MultiWriter(pw, s.stderr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.exited <- cmd.Wait(); pw.Close() }()
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "sbx serve: listening on "); ok {
-				addr <- strings.SplitN(a, ";", 2)[0]
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addr:
-		s.base = "http://" + a
-	case err := <-s.exited:
-		t.Fatalf("sbx serve exited before listening: %v\n%s", err, s.stderr)
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("sbx serve did not listen within 30s:\n%s", s.stderr)
-	}
+	s.base = "http://" + startListening(t, cmd, s.stderr, s.exited)
 	t.Cleanup(func() {
 		if err := s.stop(); err != nil {
 			t.Error(err)
@@ -311,7 +269,7 @@ const spin = "while True: pass"
 // TestOpsMetrics: /metrics moves as runs happen, by profile and status,
 // with no id among its labels, and asks for the token.
 func TestOpsMetrics(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r, "--breaker-kills", "-1")
 		if resp, _ := s.call("GET", "/metrics", "", nil); resp.StatusCode != 401 {
 			t.Errorf("/metrics without a token: %s, want 401", resp.Status)
@@ -383,7 +341,7 @@ func TestOpsMetrics(t *testing.T) {
 // ops's registry) and move as sessions open, run cells and end: deleted,
 // and by their idle timeout.
 func TestOpsSessionMetrics(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r)
 		newSession := func(body map[string]any) string {
 			t.Helper()
@@ -450,7 +408,7 @@ func TestOpsSessionMetrics(t *testing.T) {
 // 429 (throttled, with Retry-After and why), counted in /metrics; another
 // token is not throttled.
 func TestOpsBreaker(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r, "--breaker-kills", "2", "--breaker-window", "5m", "--breaker-cooldown", "10m")
 		bomb := map[string]any{"code": spin, "limits": map[string]any{"cpu_time": "1s", "wall_time": "30s"}}
 		for i := range 2 {
@@ -601,7 +559,7 @@ func showEvents(ev []opsEvent) string {
 // TestOpsJobs: a job can be polled, streamed (live, then replayed from the
 // start), and cancelled; it is its token's only, and drained on SIGTERM.
 func TestOpsJobs(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r, "--audit-log", opsAudit, "--drain-timeout", "60s")
 		// Polled: queued or running, then done with the Result.
 		j := s.postJob("agent-a", map[string]any{"code": "import time\nprint('one', flush=True)\ntime.sleep(1.5)\nprint('two')", "metadata": map[string]any{"step": 7}})

@@ -86,31 +86,7 @@ func startServe(t *testing.T, r runner, token string, args ...string) *server {
 	cmd := r.command(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	s := &server{t: t, cmd: cmd, token: token, tmp: tmp, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	pr, pw := io.Pipe()
-	cmd.Stderr = io.MultiWriter(pw, s.stderr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.exited <- cmd.Wait(); pw.Close() }()
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "sbx serve: listening on "); ok {
-				addr <- strings.SplitN(a, ";", 2)[0]
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addr:
-		s.base = "http://" + a
-	case err := <-s.exited:
-		t.Fatalf("sbx serve exited before listening: %v\n%s", err, s.stderr)
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("sbx serve did not listen within 30s:\n%s", s.stderr)
-	}
+	s.base = "http://" + startListening(t, cmd, s.stderr, s.exited)
 	t.Cleanup(func() { s.stop() })
 	return s
 }
@@ -396,7 +372,7 @@ func (s *server) stream(body any) (*http.Response, <-chan line) {
 // cancels its run; past --max-concurrent and --queue a request gets 429
 // with Retry-After.
 func TestServeStreamAndAdmission(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startServe(t, r, "", "--max-concurrent", "1", "--queue", "0")
 		resp, ch := s.stream(map[string]any{"code": "import sys,time\nprint('first', flush=True)\nprint('err', file=sys.stderr, flush=True)\ntime.sleep(2)\nprint('last')"})
 		var got []line
@@ -559,7 +535,7 @@ func TestServeDrain(t *testing.T) {
 // a 429, and is answered 408 when its body deadline passes. A body past
 // --max-body is a 413, and too many files a 400.
 func TestServeHostileClients(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startServe(t, r, "", "--max-concurrent", "1", "--queue", "0", "--max-body", "65536", "--body-timeout", "2s")
 		conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
 		if err != nil {

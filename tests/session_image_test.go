@@ -31,6 +31,45 @@ func imageLockFDs(t *testing.T, pid int, home string) int {
 	return n
 }
 
+// imageLockFDsSettle is imageLockFDs once it has come down to at most
+// want, or after 30 s: a run's Config is closed just after its reply.
+func imageLockFDsSettle(t *testing.T, pid int, home string, want int) int {
+	t.Helper()
+	n := imageLockFDs(t, pid, home)
+	for deadline := time.Now().Add(30 * time.Second); n > want && time.Now().Before(deadline); n = imageLockFDs(t, pid, home) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	return n
+}
+
+// imageProfile pulls ref into a fresh store of r's (SBX_HOME for the rest
+// of the test) and writes a profile that runs on it.
+func imageProfile(t *testing.T, r runner, ref string) (home, prof string) {
+	t.Helper()
+	home = storeHome(t, r)
+	if out := sbxIn(t, r, home, "image", "pull", ref); out.code != 0 {
+		t.Fatalf("image pull: exit %d: %s%s", out.code, out.stdout, out.stderr)
+	}
+	prof = filepath.Join(home, "on-image.toml")
+	if err := os.WriteFile(prof, []byte(fmt.Sprintf("extends = \"standard\"\nimage = %q\n", ref)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SBX_HOME", home)
+	return home, prof
+}
+
+// stopThenRemoveImage stops the server, then removes ref: "removed", not
+// "untagged", says the server left no lock on the image behind.
+func stopThenRemoveImage(t *testing.T, s *server, r runner, home, ref string) {
+	t.Helper()
+	if err := s.stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if out := sbxIn(t, r, home, "image", "rm", ref); out.code != 0 || !strings.Contains(out.stdout, "removed") {
+		t.Errorf("image rm after the server: exit %d: %s%s", out.code, out.stdout, out.stderr)
+	}
+}
+
 // TestSessionImageLock: a session on an image profile holds the image's
 // shared lock (its engine.Config) for as long as its sandbox lives, and
 // releases it when the session ends, pooled (--session-pool) or not: a
@@ -41,15 +80,7 @@ func TestSessionImageLock(t *testing.T) {
 	img := buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin"}, hostPythonLayer(t))
 	ref, _ := reg.push(t, "t/session-python:v1", img)
 	forEach(t, func(t *testing.T, r runner) {
-		home := storeHome(t, r)
-		if out := sbxIn(t, r, home, "image", "pull", ref); out.code != 0 {
-			t.Fatalf("image pull: exit %d: %s%s", out.code, out.stdout, out.stderr)
-		}
-		prof := filepath.Join(home, "on-image.toml")
-		if err := os.WriteFile(prof, []byte(fmt.Sprintf("extends = \"standard\"\nimage = %q\n", ref)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv("SBX_HOME", home)
+		home, prof := imageProfile(t, r, ref)
 		s := startServe(t, r, "", "--profiles", prof, "--session-pool", prof+"=1")
 		pid := s.cmd.Process.Pid
 
@@ -91,19 +122,10 @@ func TestSessionImageLock(t *testing.T) {
 		}
 		// What may remain is the pool's one sandbox started ahead, whose
 		// Config is the pool's until claimed or closed.
-		n := imageLockFDs(t, pid, home)
-		for deadline := time.Now().Add(30 * time.Second); n > 1 && time.Now().Before(deadline); n = imageLockFDs(t, pid, home) {
-			time.Sleep(200 * time.Millisecond)
-		}
-		if n > 1 {
+		if n := imageLockFDsSettle(t, pid, home, 1); n > 1 {
 			t.Errorf("both sessions ended, the server still holds %d image locks, want at most 1 (the pool's)", n)
 		}
-		if err := s.stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-		if out := sbxIn(t, r, home, "image", "rm", ref); out.code != 0 || !strings.Contains(out.stdout, "removed") {
-			t.Errorf("image rm after the server: exit %d: %s%s", out.code, out.stdout, out.stderr)
-		}
+		stopThenRemoveImage(t, s, r, home, ref)
 	})
 }
 
@@ -118,15 +140,7 @@ func TestServePoolImageLock(t *testing.T) {
 	img := buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin"}, hostPythonLayer(t))
 	ref, _ := reg.push(t, "t/pool-python:v1", img)
 	forEach(t, func(t *testing.T, r runner) {
-		home := storeHome(t, r)
-		if out := sbxIn(t, r, home, "image", "pull", ref); out.code != 0 {
-			t.Fatalf("image pull: exit %d: %s%s", out.code, out.stdout, out.stderr)
-		}
-		prof := filepath.Join(home, "on-image.toml")
-		if err := os.WriteFile(prof, []byte(fmt.Sprintf("extends = \"standard\"\nimage = %q\n", ref)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv("SBX_HOME", home)
+		home, prof := imageProfile(t, r, ref)
 		s := startServe(t, r, "", "--profiles", prof, "--pool", prof+"=1")
 		pid := s.cmd.Process.Pid
 
@@ -154,18 +168,9 @@ func TestServePoolImageLock(t *testing.T) {
 		}
 		// What may remain is the one warm sandbox waiting (the pool
 		// refills), whose Config is the pool's until claimed or closed.
-		n := imageLockFDs(t, pid, home)
-		for deadline := time.Now().Add(30 * time.Second); n > 1 && time.Now().Before(deadline); n = imageLockFDs(t, pid, home) {
-			time.Sleep(200 * time.Millisecond)
-		}
-		if n > 1 {
+		if n := imageLockFDsSettle(t, pid, home, 1); n > 1 {
 			t.Errorf("after 5 pooled runs the server holds %d image locks, want at most 1 (the warm sandbox waiting)", n)
 		}
-		if err := s.stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-		if out := sbxIn(t, r, home, "image", "rm", ref); out.code != 0 || !strings.Contains(out.stdout, "removed") {
-			t.Errorf("image rm after the server: exit %d: %s%s", out.code, out.stdout, out.stderr)
-		}
+		stopThenRemoveImage(t, s, r, home, ref)
 	})
 }

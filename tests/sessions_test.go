@@ -91,7 +91,7 @@ func mainText(ex *nsjail.Execution) string {
 }
 
 func TestSessionState(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startServe(t, r, "")
 		id := s.newSession(map[string]any{"profile": "standard", "ttl": "10m"})
 
@@ -218,7 +218,7 @@ func TestSessionRichResults(t *testing.T) {
 // A cell that ignores SIGINT is killed within the grace; the next cell
 // runs on a fresh interpreter in the same workspace.
 func TestSessionKilledAfterGrace(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startServe(t, r, "")
 		id := s.newSession(map[string]any{})
 		s.cell(id, "x = 41\nopen('kept.txt', 'w').write('workspace')")
@@ -398,7 +398,7 @@ func TestSessionFiles(t *testing.T) {
 // TTL and idle expiry destroy the sandbox: no process, no cgroup left;
 // the cap counts open sessions.
 func TestSessionExpiry(t *testing.T) {
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startServe(t, r, "", "--max-sessions", "2")
 		ttl := s.newSession(map[string]any{"ttl": "3s"})
 		idle := s.newSession(map[string]any{"idle_timeout": "2s"})

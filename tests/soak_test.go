@@ -160,7 +160,7 @@ func (s *opsServer) atRest() rest {
 // no cgroup, process, mount or temp file of its runs remains.
 func TestOpsSoak(t *testing.T) {
 	n := soakN(t)
-	forEach(t, func(t *testing.T, r runner) {
+	forEachParallel(t, func(t *testing.T, r runner) {
 		s := startOps(t, r, "--max-concurrent", "4", "--queue", "4", "--breaker-kills", "-1")
 		mountsBefore, _ := os.ReadFile("/proc/self/mountinfo")
 		// Warm up: one of each, so that the baseline has the server's

@@ -36,6 +36,15 @@ type counts struct {
 	runner  map[string]*[3]int // pass, fail, skip
 	perUser map[string]bool    // top-level tests with runner subtests
 	top     map[string]int     // top-level test -> its result
+	// tests and packages are how long each top-level test and each test
+	// binary took (go test -json's Elapsed), to say where the time went.
+	tests, packages []took
+}
+
+// took is one test's or one package's wall time, in seconds.
+type took struct {
+	name    string
+	seconds float64
 }
 
 var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+)`)
@@ -43,6 +52,7 @@ var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+)`)
 func main() {
 	label := flag.String("label", "tests", "what the line at the end calls this phase")
 	outFile := flag.String("o", "", "also write the line at the end to this file")
+	slowest := flag.Int("slowest", 10, "name this many of the slowest top-level tests at the end (go test -json)")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "testsummary: want -- COMMAND [ARGS...]")
@@ -67,6 +77,9 @@ func main() {
 	}
 	fmt.Println("make: " + line)
 	// The plain closing line a CI reader counts: "N passed, N failed".
+	if s := c.slowest(*slowest); s != "" {
+		fmt.Printf("make: %s: %s\n", *label, s)
+	}
 	p, f, k := c.total()
 	fmt.Printf("%s: %d passed, %d failed, %d skipped\n", *label, p, f, k)
 	if *outFile != "" {
@@ -86,6 +99,10 @@ func main() {
 func read(r io.Reader, w io.Writer) *counts {
 	c := &counts{runner: map[string]*[3]int{}, perUser: map[string]bool{}, top: map[string]int{}}
 	output := map[string][]string{} // top-level test -> its output, until it ends
+	// longest is the longest subtest of each top-level test: go test
+	// reports a test whose subtests run in parallel (t.Parallel) as
+	// taking 0.00s, its own function having returned before they ended.
+	longest := map[string]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -105,12 +122,20 @@ func read(r io.Reader, w io.Writer) *counts {
 			} else if !strings.HasPrefix(ev.Output, "PASS") && !strings.HasPrefix(ev.Output, "ok ") && !strings.HasPrefix(ev.Output, "=== ") {
 				fmt.Fprint(w, ev.Output)
 			}
+		case ev.Test == "" && ev.Package != "" && (ev.Action == "pass" || ev.Action == "fail"):
+			c.packages = append(c.packages, took{ev.Package, ev.Elapsed})
+		case ev.Test != top && (ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip"):
+			longest[top] = max(longest[top], ev.Elapsed)
 		case ev.Test == "" || ev.Test != top:
 		case ev.Action == "pass" || ev.Action == "skip":
-			fmt.Fprintf(w, "  %-4s %s (%.1fs)\n", ev.Action, ev.Test, ev.Elapsed)
+			elapsed := max(ev.Elapsed, longest[top])
+			fmt.Fprintf(w, "  %-4s %s (%.1fs)\n", ev.Action, ev.Test, elapsed)
+			c.tests = append(c.tests, took{ev.Test, elapsed})
 			delete(output, top)
 		case ev.Action == "fail":
-			fmt.Fprintf(w, "  FAIL %s (%.1fs)\n", ev.Test, ev.Elapsed)
+			elapsed := max(ev.Elapsed, longest[top])
+			fmt.Fprintf(w, "  FAIL %s (%.1fs)\n", ev.Test, elapsed)
+			c.tests = append(c.tests, took{ev.Test, elapsed})
 			for _, o := range output[top] {
 				fmt.Fprint(w, "       "+o)
 			}
@@ -172,6 +197,34 @@ func (c *counts) String() string {
 		return "no test results seen"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// slowest says where the time went: each test binary's wall time (its
+// TestMain included: the tests package builds sbx there), the sum of the
+// top-level tests, and the n slowest of them with their share of it.
+// Empty when go test -json reported no times.
+func (c *counts) slowest(n int) string {
+	var parts []string
+	for _, p := range c.packages {
+		parts = append(parts, fmt.Sprintf("%s %.1fs", p.name, p.seconds))
+	}
+	sum := 0.0
+	for _, t := range c.tests {
+		sum += t.seconds
+	}
+	if len(c.tests) > 0 && n > 0 && sum > 0 {
+		tests := append([]took(nil), c.tests...)
+		sort.SliceStable(tests, func(i, j int) bool { return tests[i].seconds > tests[j].seconds })
+		var top []string
+		for _, t := range tests[:min(n, len(tests))] {
+			top = append(top, fmt.Sprintf("%s %.1fs (%.0f%%)", t.name, t.seconds, 100*t.seconds/sum))
+		}
+		parts = append(parts, fmt.Sprintf("%d tests %.1fs, the slowest: %s", len(tests), sum, strings.Join(top, ", ")))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "took " + strings.Join(parts, "; ")
 }
 
 // total adds up every runner's counts (after String has folded in the

@@ -9,9 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,80 +17,17 @@ import (
 
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
+	"github.com/sbx-sandbox/sbx/tests/internal/selfhost"
 )
 
-func TestMain(m *testing.M) {
-	if nsjail.IsInit() {
-		nsjail.Init()
-	}
-	os.Exit(m.Run())
-}
-
-// nobody is the unprivileged uid of the rootless runs.
-const nobody = 65534
-
-// asChild marks the copy of this test binary that runs the scenario as
-// nobody, started by the root run through setpriv.
-const asChild = "SBX_HANDLE_TEST_CHILD"
+func TestMain(m *testing.M) { selfhost.Main(m) }
 
 // TestConfinedWhileWaiting is issue 12's acceptance: a started sandbox
 // waits for its payload fully confined (every capability set empty,
 // no_new_privs, a seccomp filter), and the payload it is then given runs
 // and reports as a cold run would. As root, and as uid 65534.
 func TestConfinedWhileWaiting(t *testing.T) {
-	if os.Getenv(asChild) == "1" || os.Geteuid() != 0 {
-		t.Run(fmt.Sprintf("uid%d", os.Geteuid()), confinedWhileWaiting)
-		return
-	}
-	t.Run("root", confinedWhileWaiting)
-	t.Run("uid65534", func(t *testing.T) {
-		// The test binary sits in a go-build directory only its owner
-		// may enter: nobody runs a world-readable copy.
-		dir, err := os.MkdirTemp("", "sbx-handle-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		if err := os.Chmod(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		bin := filepath.Join(dir, "handle.test")
-		if err := copyFile(bin, os.Args[0]); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("setpriv", fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups",
-			bin, "-test.run", "^TestConfinedWhileWaiting$", "-test.v", "-test.count=1")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), asChild+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("as uid %d:\n%s", nobody, out)
-		if err != nil {
-			t.Fatalf("the scenario failed as uid %d: %v", nobody, err)
-		}
-		if strings.Contains(string(out), "--- SKIP") {
-			t.Skipf("skipped as uid %d", nobody)
-		}
-		if !strings.Contains(string(out), "--- PASS: TestConfinedWhileWaiting/uid65534") {
-			t.Fatalf("the scenario did not pass as uid %d", nobody)
-		}
-	})
-}
-
-func copyFile(dst, src string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	selfhost.BothUsers(t, confinedWhileWaiting)
 }
 
 // job is the strict profile's run, as sbx exec builds it.

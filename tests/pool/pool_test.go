@@ -17,6 +17,7 @@ import (
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/pool"
 	"github.com/sbx-sandbox/sbx/profiles"
+	"github.com/sbx-sandbox/sbx/tests/internal/selfhost"
 )
 
 // jobs makes the warm jobs of a profile's pool and remembers their ids,
@@ -75,7 +76,7 @@ func claim(t *testing.T, p *pool.Sandboxes) *nsjail.Sandbox {
 // capability lines", through the pool; and a file one pooled run writes
 // (workspace, /tmp) is absent from the next. As root and uid 65534.
 func TestPoolLikeCold(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		p, _ := newPool(t, "standard", 2)
 		in := writeProbe(t, "probe.py", probe)
 		pl := nsjail.Payload{Argv: []string{"python3", "/workspace/probe.py", "x"}, Files: []nsjail.File{in}}
@@ -116,7 +117,7 @@ func TestPoolLikeCold(t *testing.T) {
 
 // TestPoolLowered: limits lowered at claim are enforced and reported.
 func TestPoolLowered(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		p, _ := newPool(t, "standard", 1)
 		res, err := claim(t, p).Exec(context.Background(), nsjail.Payload{
 			Argv:  []string{"python3", "-c", "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)); [open('/dev/null') for _ in range(100)]"},
@@ -135,7 +136,7 @@ func TestPoolLowered(t *testing.T) {
 // out: no init is left among this process's children, and no cgroup of
 // any of the pool's sandboxes remains.
 func TestPoolCloseLeavesNothing(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		p, js := newPool(t, "standard", 3)
 		claim(t, p).Close()
 		deadline := time.Now().Add(60 * time.Second)
@@ -221,7 +222,7 @@ func ownCgroups(t *testing.T) []string {
 // waits (here a SIGKILL from the host, as the OOM killer would send) ends
 // at once; the pool drops it, never hands it out, and starts another.
 func TestPoolDiedIdle(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		p, _ := newPool(t, "standard", 1)
 		deadline := time.Now().Add(60 * time.Second)
 		for p.Stats().Idle < 1 && time.Now().Before(deadline) {
@@ -258,7 +259,7 @@ func TestPoolDiedIdle(t *testing.T) {
 // without a cgroup (uid 65534 here) the rlimits that stand in for it
 // (RLIMIT_DATA, RLIMIT_NPROC) are lowered on the waiting interpreter.
 func TestPoolLoweredCgroup(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		p, _ := newPool(t, "standard", 1)
 		const mem = 128 << 20
 		res, err := claim(t, p).Exec(context.Background(), nsjail.Payload{

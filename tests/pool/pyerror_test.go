@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/sbx-sandbox/sbx/nsjail"
+	"github.com/sbx-sandbox/sbx/tests/internal/selfhost"
 )
 
 // A warm payload's uncaught exception is in its Result, as a cold one's
 // (issue 15, item 5): the driver that runs it reports it in-process.
 func TestWarmPyError(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		p := nsjail.Payload{Argv: []string{"python3", "-c", "def f():\n    raise ValueError('bad value')\nf()"}}
 		for _, mode := range []string{"cold", "warm"} {
 			var res *nsjail.Result

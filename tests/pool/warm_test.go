@@ -9,9 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,79 +17,10 @@ import (
 
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
+	"github.com/sbx-sandbox/sbx/tests/internal/selfhost"
 )
 
-func TestMain(m *testing.M) {
-	if nsjail.IsInit() {
-		nsjail.Init()
-	}
-	os.Exit(m.Run())
-}
-
-// nobody is the unprivileged uid of the rootless runs.
-const nobody = 65534
-
-// asChild marks the copy of this test binary that runs a scenario as
-// nobody, started by the root run through setpriv.
-const asChild = "SBX_POOL_TEST_CHILD"
-
-// bothUsers runs scenario as root and, through a world-readable copy of
-// this test binary started by setpriv, as uid 65534 (or only as the
-// current user when that is not root).
-func bothUsers(t *testing.T, scenario func(t *testing.T)) {
-	name := t.Name()
-	if os.Getenv(asChild) == "1" || os.Geteuid() != 0 {
-		t.Run(fmt.Sprintf("uid%d", os.Geteuid()), scenario)
-		return
-	}
-	t.Run("root", scenario)
-	t.Run("uid65534", func(t *testing.T) {
-		dir, err := os.MkdirTemp("", "sbx-pool-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		if err := os.Chmod(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		bin := filepath.Join(dir, "pool.test")
-		if err := copyFile(bin, os.Args[0]); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("setpriv", fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups",
-			bin, "-test.run", "^"+name+"$", "-test.v", "-test.count=1")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), asChild+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("as uid %d:\n%s", nobody, out)
-		if err != nil {
-			t.Fatalf("the scenario failed as uid %d: %v", nobody, err)
-		}
-		if strings.Contains(string(out), "--- SKIP") {
-			t.Skipf("skipped as uid %d", nobody)
-		}
-		if !strings.Contains(string(out), "--- PASS: "+name+"/uid65534") {
-			t.Fatalf("the scenario did not pass as uid %d", nobody)
-		}
-	})
-}
-
-func copyFile(dst, src string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
+func TestMain(m *testing.M) { selfhost.Main(m) }
 
 // job is the named profile's run, as sbx exec builds it; warm adds the
 // interpreter started ahead with preload.
@@ -208,7 +137,7 @@ func decodeProbe(t *testing.T, what string, res *nsjail.Result) map[string]any {
 // `python3 -c CODE`, and for tracebacks. Under strict (the allowlist) and
 // standard, as root and as uid 65534.
 func TestWarmLikeCold(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		for _, profile := range []string{"strict", "standard"} {
 			t.Run(profile, func(t *testing.T) { warmLikeCold(t, profile) })
 		}
@@ -334,7 +263,7 @@ func procFields(t *testing.T, path string) map[string]string {
 // cold payload: seccomp/guard.go), and has already imported its preload.
 // As root and as uid 65534.
 func TestWarmInterpreterConfined(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		const limitsProbe = "import sys; print(open('/proc/self/limits').read(), end='')"
 		cold := runCold(t, "standard", nsjail.Payload{Argv: []string{"python3", "-c", limitsProbe}})
 		if cold.Status != nsjail.StatusOK {
@@ -403,7 +332,7 @@ func dropLine(s, prefix string) string {
 // its start) runs cold in the same sandbox, with its own limits and
 // result; a preload that fails is a setup error naming the module.
 func TestWarmOther(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		for _, p := range []nsjail.Payload{
 			{Argv: []string{"/bin/sh", "-c", "echo hi; exit 3"}},
 			{Argv: []string{"python3", "-S", "-c", "print('hi'); raise SystemExit(3)"}},
@@ -430,7 +359,7 @@ func TestWarmOther(t *testing.T) {
 // wall clock by the supervisor), enforced, and reported as the effective
 // values; a value above the sandbox's is not raised.
 func TestWarmLowered(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		sb, _ := startWarm(t, "standard")
 		res, err := sb.Exec(context.Background(), nsjail.Payload{
 			Argv: []string{"python3", "-c", "import resource, time; print(resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_FSIZE)); time.sleep(60)"},
@@ -461,7 +390,7 @@ func TestWarmLowered(t *testing.T) {
 // which the preload's second plus the payload's 1.2 s would pass). With a
 // cgroup (root) and without (uid 65534: the /proc total and task clock).
 func TestWarmUsageFromHandoff(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		// The sandbox's user (an unprivileged host uid under root) reads
 		// it: not below t.TempDir's 0700 parent.
 		dir, err := os.MkdirTemp("", "sbx-warmburn-")
@@ -527,7 +456,7 @@ func TestWarmUsageFromHandoff(t *testing.T) {
 // font cache below /tmp) is gone before the payload: its /tmp and
 // workspace are as a cold run's, and it has fds 0-2 only.
 func TestWarmDataPreload(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		prof, err := profiles.Load("data")
 		if err != nil {
 			t.Fatal(err)
@@ -565,7 +494,7 @@ func signal(r *nsjail.Result) string {
 // gives the payload its request's stdin, which the waiting interpreter
 // has not touched.
 func TestWarmStdin(t *testing.T) {
-	bothUsers(t, func(t *testing.T) {
+	selfhost.BothUsers(t, func(t *testing.T) {
 		j := job(t, "standard", true, "json")
 		j.Stdin = strings.NewReader("") // only says: a pipe
 		sb, err := nsjail.Start(context.Background(), j)
