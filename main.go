@@ -26,6 +26,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/audit"
 	"github.com/sbx-sandbox/sbx/engine"
+	_ "github.com/sbx-sandbox/sbx/internal/leanexec" // one P for an unprivileged exec, before the other inits
 	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/nsjail"

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,6 +112,51 @@ func TestOwnPackageInitsAreLight(t *testing.T) {
 		}
 		if seen < 5 {
 			t.Fatalf("inittrace named %d of sbx's packages, want ≥ 5 (GODEBUG=inittrace=1 ignored?): %s", seen, se.String())
+		}
+	})
+}
+
+// TestUnprivilegedSupervisorRunsOnOneP: an unprivileged `sbx exec` runs
+// its supervisor with GOMAXPROCS 1 from its package inits on
+// (internal/leanexec, issue 13: with two Ps it spent ~2.5 ms more of its
+// own CPU per run on spinning Ms, futexes and sysmon polls, with one more
+// thread and 320 KB more memory); as root it keeps them all, since its
+// cgroup v1 attach blocks in the kernel for milliseconds and one P then
+// stalled the rest (wall +7 ms). The runtime says so itself:
+// GODEBUG=schedtrace prints the P count every period from sysmon. The
+// first line (0 ms) may come before the package inits; the later ones are
+// from the run. The init does not get sbx's environment, so every line is
+// the supervisor's.
+func TestUnprivilegedSupervisorRunsOnOneP(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		want := "gomaxprocs=1"
+		if r.uid == 0 {
+			if runtime.NumCPU() == 1 {
+				t.Skip("one CPU: root's default is one P too")
+			}
+			want = "gomaxprocs=" + strconv.Itoa(runtime.NumCPU())
+		}
+		cmd := r.command("exec", "--profile", "strict", "--", "/usr/bin/python3", "-S", "-c", "import time; time.sleep(1.5)")
+		cmd.Env = append(os.Environ(), "GODEBUG=schedtrace=250")
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("sbx exec: %v: %s", err, se.String())
+		}
+		late := 0
+		for _, line := range strings.Split(se.String(), "\n") {
+			// SCHED 501ms: gomaxprocs=1 idleprocs=1 threads=6 ...
+			f := strings.Fields(line)
+			if len(f) < 3 || f[0] != "SCHED" || f[1] == "0ms:" {
+				continue
+			}
+			late++
+			if f[2] != want {
+				t.Errorf("supervisor during the run: %s (want %s)", line, want)
+			}
+		}
+		if late == 0 {
+			t.Fatalf("no schedtrace line after 0 ms (GODEBUG=schedtrace ignored?): %s", se.String())
 		}
 	})
 }

@@ -1,0 +1,28 @@
+package leanexec
+
+import "testing"
+
+func TestOneP(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv []string
+		euid int
+		want bool
+	}{
+		{"exec, unprivileged", []string{"sbx", "exec", "--", "/bin/true"}, 65534, true},
+		{"exec alone", []string{"sbx", "exec"}, 1000, true},
+		{"exec as root keeps two (cgroup v1 attach)", []string{"sbx", "exec", "--", "/bin/true"}, 0, false},
+		{"serve keeps every CPU", []string{"sbx", "serve"}, 65534, false},
+		{"no command", []string{"sbx"}, 65534, false},
+		{"empty", nil, 65534, false},
+		{"help of exec", []string{"sbx", "help", "exec"}, 65534, false},
+		{"the init's argv", []string{"sbx", "__sbx_init"}, 65534, false},
+		{"exec as a later argument", []string{"sbx", "profile", "show", "exec"}, 65534, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := OneP(tc.argv, tc.euid); got != tc.want {
+				t.Errorf("OneP(%q, %d) = %v, want %v", tc.argv, tc.euid, got, tc.want)
+			}
+		})
+	}
+}
