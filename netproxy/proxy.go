@@ -691,14 +691,15 @@ func (p *Proxy) Open() int {
 }
 
 // Take returns the attempts that ended since the last Take (or since the
-// proxy started), in accept order, and the Summary of that span, and
-// forgets them: a session's proxy serves many cells, and each cell's
+// proxy started), in accept order, the Summary of that span and how many
+// connections are still open (their records come with a later Take), and
+// forgets the attempts returned: a session's proxy serves many cells, and each cell's
 // Execution lists its own. The log's caps (MaxAttempts, MaxAttemptBytes)
 // then hold per span, so that a session that lives for hours neither runs
 // out of log nor grows it; connections still open stay in the log, in
 // their place, for a later Take. The byte budgets and the connection cap
 // are not reset: they hold for the proxy's life.
-func (p *Proxy) Take() ([]Attempt, Summary) {
+func (p *Proxy) Take() (attempts []Attempt, sum Summary, open int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := []Attempt{}
@@ -729,7 +730,7 @@ func (p *Proxy) Take() ([]Attempt, Summary) {
 			Queries: now.DNS.Queries - was.DNS.Queries, Refused: now.DNS.Refused - was.DNS.Refused,
 			Malformed: now.DNS.Malformed - was.DNS.Malformed, RateLimited: now.DNS.RateLimited - was.DNS.RateLimited,
 		},
-	}
+	}, p.active
 }
 
 // refusal is a decision against a destination: an HTTP status and a one-line

@@ -19,11 +19,11 @@ func TestTake(t *testing.T) {
 		exchange(t, addr, "GET http://no.test/ HTTP/1.1\r\nHost: no.test\r\n\r\n")
 	}
 	waitAttempts(t, p, 2)
-	as, sum := p.Take()
+	as, sum, _ := p.Take()
 	if len(as) != 2 || sum.Attempts != 2 || sum.Recorded != 2 || sum.Refused != 2 || sum.Dropped != 0 || as[0].Host != "no.test" || as[0].Allowed {
 		t.Fatalf("first span: %+v %+v", as, sum)
 	}
-	if as, sum := p.Take(); len(as) != 0 || sum.Attempts != 0 || sum.Refused != 0 {
+	if as, sum, open := p.Take(); open != 0 || len(as) != 0 || sum.Attempts != 0 || sum.Refused != 0 {
 		t.Errorf("an empty span: %+v %+v", as, sum)
 	}
 
@@ -44,8 +44,8 @@ func TestTake(t *testing.T) {
 	if p.Open() != 1 {
 		t.Errorf("Open() = %d, want 1", p.Open())
 	}
-	as, sum = p.Take()
-	if len(as) != 2 || sum.Attempts != 5 || sum.Recorded != 2 || sum.Dropped != 2 {
+	as, sum, n := p.Take()
+	if n != 1 || len(as) != 2 || sum.Attempts != 5 || sum.Recorded != 2 || sum.Dropped != 2 {
 		t.Errorf("second span (cap 3, one slot open): %d records, %+v; want 2 recorded, 2 dropped of 5", len(as), sum)
 	}
 	open.Close()
@@ -54,7 +54,7 @@ func TestTake(t *testing.T) {
 		exchange(t, addr, "GET http://no.test/ HTTP/1.1\r\nHost: no.test\r\n\r\n")
 	}
 	waitAttempts(t, p, 3)
-	as, sum = p.Take()
+	as, sum, _ = p.Take()
 	if len(as) != 3 || sum.Dropped != 0 || sum.Attempts != 2 || as[0].Method != "" || as[1].Host != "no.test" {
 		t.Errorf("third span: the open connection's record first, then two: %+v %+v", as, sum)
 	}

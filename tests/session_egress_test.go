@@ -1,0 +1,323 @@
+//go:build integration
+
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/sbx-sandbox/sbx/nsjail"
+)
+
+// Sessions on a profile with network mode "allow": each session has its
+// own egress proxy for its life, each cell's Execution says that cell's
+// attempts (egress), and the audit line and sbx_egress_attempts_total
+// count them as they do a one-shot run's.
+
+// egressProfile writes a profile that allows only the test server at
+// 127.0.0.1:port (a loopback literal must be listed to be reached, as in
+// TestNetworkSpecialAddresses), in a directory r's uid owns.
+func egressProfile(t *testing.T, r runner, port string) string {
+	t.Helper()
+	prof := filepath.Join(ownedDir(t, r), "egress.toml")
+	body := fmt.Sprintf("description = \"tests: a session's egress\"\nextends = \"standard\"\n\n[network]\nmode = \"allow\"\nallow = [\"127.0.0.1:%s\"]\n", port)
+	if err := os.WriteFile(prof, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return prof
+}
+
+// egressGet defines get(url) in the session: a GET through the proxy
+// the environment names, with http.client (urllib would honour NO_PROXY,
+// which keeps 127.0.0.1 inside the sandbox), giving the status.
+const egressGet = `import http.client, os, urllib.parse
+def get(url):
+    p = urllib.parse.urlsplit(os.environ["http_proxy"])
+    c = http.client.HTTPConnection(p.hostname, p.port, timeout=10)
+    try:
+        c.request("GET", url)
+        r = c.getresponse()
+        r.read()
+        return r.status
+    finally:
+        c.close()
+`
+
+// serverState is what /metrics says of the server: its fds and
+// goroutines (the session's proxy must leave none behind), and the
+// egress counter by decision.
+type serverState struct {
+	fds, goroutines float64
+	egress          map[string]float64
+}
+
+func scrapeState(t *testing.T, s *server) serverState {
+	t.Helper()
+	resp := s.do("GET", "/metrics", nil)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %s: %s", resp.Status, b)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	st := serverState{egress: map[string]float64{}}
+	if f := fams["process_open_fds"]; f != nil && len(f.Metric) == 1 {
+		st.fds = f.Metric[0].GetGauge().GetValue()
+	}
+	if f := fams["go_goroutines"]; f != nil && len(f.Metric) == 1 {
+		st.goroutines = f.Metric[0].GetGauge().GetValue()
+	}
+	if f := fams["sbx_egress_attempts_total"]; f != nil {
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "decision" {
+					st.egress[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if st.fds == 0 || st.goroutines == 0 {
+		t.Fatalf("/metrics has no process_open_fds or go_goroutines:\n%.2000s", b)
+	}
+	return st
+}
+
+// checkEgress checks that ex lists exactly one attempt, to host, allowed
+// or not, and that its summary counts it.
+func checkEgress(t *testing.T, what string, ex *nsjail.Execution, host string, allowed bool) {
+	t.Helper()
+	eg := ex.Egress
+	if eg == nil {
+		t.Errorf("%s: no egress in the Execution: %+v", what, ex)
+		return
+	}
+	refused := 0
+	if !allowed {
+		refused = 1
+	}
+	if len(eg.Attempts) != 1 || eg.Attempts[0].Host != host || eg.Attempts[0].Allowed != allowed || eg.Open != 0 || eg.Truncated ||
+		eg.Summary.Attempts != 1 || eg.Summary.Recorded != 1 || eg.Summary.Refused != refused {
+		t.Errorf("%s: egress %+v, want one attempt to %s, allowed %v", what, eg, host, allowed)
+	}
+	if !allowed && eg.Attempts[0].Reason == "" {
+		t.Errorf("%s: a refused attempt without its reason: %+v", what, eg.Attempts[0])
+	}
+}
+
+// TestSessionEgress: a cell fetches the allowed host (200), the next one
+// a denied one (403 from the proxy); each Execution lists its own
+// attempt, the audit lines and sbx_egress_attempts_total count them, a
+// restart keeps the proxy, and after DELETE the server's fds and
+// goroutines are back where they were, with no connection to the host
+// left.
+func TestSessionEgress(t *testing.T) {
+	plain, _, _ := hostServer(t, false)
+	p := port(plain)
+	forEach(t, func(t *testing.T, r runner) {
+		prof := egressProfile(t, r, p)
+		log := filepath.Join(ownedDir(t, r), "audit.jsonl")
+		s := startServe(t, r, "", "--profiles", "standard,"+prof, "--audit-log", log)
+		allowed := "http://127.0.0.1:" + p + "/"
+
+		// Warm up: one session's worth, so that the baseline has the
+		// server's lazily made buffers and pools.
+		warm := s.newSession(map[string]any{"profile": prof})
+		s.cell(warm, egressGet+"get("+fmt.Sprintf("%q", allowed)+")")
+		s.do("DELETE", "/v1/sessions/"+warm, nil).Body.Close()
+		time.Sleep(time.Second)
+		base := scrapeState(t, s)
+
+		id := s.newSession(map[string]any{"profile": prof, "ttl": "10m"})
+		if ex := s.cell(id, egressGet); ex.Status != nsjail.ExecOK || ex.Egress == nil || len(ex.Egress.Attempts) != 0 || ex.Egress.Summary.Attempts != 0 {
+			t.Errorf("a cell without connections: %+v", ex)
+		}
+		ex := s.cell(id, "get("+fmt.Sprintf("%q", allowed)+")")
+		if ex.Status != nsjail.ExecOK || mainText(ex) != "200" {
+			t.Fatalf("the allowed host: %s %q %q %+v\nserver:\n%s", ex.Status, mainText(ex), ex.Stderr, ex.Error, s.stderr)
+		}
+		checkEgress(t, "cell 2 (allowed)", ex, "127.0.0.1", true)
+		// The audit lines' ids are SESSION/N; N as the Executions say.
+		want := map[string]string{fmt.Sprint(ex.ExecutionCount): "127.0.0.1 true"}
+		ex = s.cell(id, `get("http://denied.test/")`)
+		if ex.Status != nsjail.ExecOK || mainText(ex) != "403" {
+			t.Fatalf("the denied host: %s %q %q %+v", ex.Status, mainText(ex), ex.Stderr, ex.Error)
+		}
+		checkEgress(t, "cell 3 (denied)", ex, "denied.test", false)
+		want[fmt.Sprint(ex.ExecutionCount)] = "denied.test false"
+
+		// A restart is a new interpreter in the same sandbox: the
+		// proxy stays, and counts from where it was.
+		resp := s.do("POST", "/v1/sessions/"+id+"/restart", nil)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("restart: %s", resp.Status)
+		}
+		// Streamed, the end line's Execution says the same.
+		resp = s.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"code": egressGet + `get("http://denied.test/again")`}, "Accept", "application/x-ndjson")
+		var end *nsjail.Execution
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var ev struct {
+				Type      string            `json:"type"`
+				Execution *nsjail.Execution `json:"execution"`
+			}
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type == "end" {
+				end = ev.Execution
+			}
+		}
+		resp.Body.Close()
+		if end == nil || mainText(end) != "403" {
+			t.Fatalf("streamed cell after the restart: %+v", end)
+		}
+		checkEgress(t, "cell 4 (streamed, after the restart)", end, "denied.test", false)
+		want[fmt.Sprint(end.ExecutionCount)] = "denied.test false"
+
+		after := scrapeState(t, s)
+		if d := after.egress["allowed"] - base.egress["allowed"]; d != 1 {
+			t.Errorf(`sbx_egress_attempts_total{decision="allowed"} moved by %v, want 1`, d)
+		}
+		if d := after.egress["refused"] - base.egress["refused"]; d != 2 {
+			t.Errorf(`sbx_egress_attempts_total{decision="refused"} moved by %v, want 2`, d)
+		}
+
+		// The audit lines of the session's cells: each with its own.
+		b, _ := os.ReadFile(log)
+		byID := map[string]struct {
+			Network []struct {
+				Host    string `json:"host"`
+				Allowed bool   `json:"allowed"`
+			} `json:"network"`
+			NetworkSummary *struct {
+				Attempts int `json:"attempts"`
+				Refused  int `json:"refused"`
+			} `json:"network_summary"`
+		}{}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var e struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal([]byte(line), &e)
+			v := byID[e.ID]
+			json.Unmarshal([]byte(line), &v)
+			byID[e.ID] = v
+		}
+		if len(want) != 3 {
+			t.Errorf("the three cells' execution counts are not distinct: %v", want)
+		}
+		for cell, w := range want {
+			e, ok := byID[id+"/"+cell]
+			if !ok || len(e.Network) != 1 || fmt.Sprintf("%s %v", e.Network[0].Host, e.Network[0].Allowed) != w || e.NetworkSummary == nil || e.NetworkSummary.Attempts != 1 {
+				t.Errorf("audit line of cell %s: %+v, want one attempt: %s\n%s", cell, e, w, b)
+			}
+		}
+
+		// DELETE: the sandbox goes, and its proxy with it.
+		resp = s.do("DELETE", "/v1/sessions/"+id, nil)
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			t.Fatalf("DELETE: %s", resp.Status)
+		}
+		var rest serverState
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			rest = scrapeState(t, s)
+			if (rest.fds <= base.fds && rest.goroutines <= base.goroutines) || time.Now().After(deadline) {
+				break
+			}
+		}
+		t.Logf("fds %v -> %v (session open) -> %v, goroutines %v -> %v -> %v", base.fds, after.fds, rest.fds, base.goroutines, after.goroutines, rest.goroutines)
+		if rest.fds > base.fds || rest.goroutines > base.goroutines {
+			t.Errorf("not back to rest after DELETE: fds %v (was %v), goroutines %v (was %v)", rest.fds, base.fds, rest.goroutines, base.goroutines)
+		}
+		if n := established(t, p); n > 0 {
+			t.Errorf("%d connections to the allowed host left after DELETE", n)
+		}
+		if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
+			t.Errorf("cgroups of session %s left: %v", id, cg)
+		}
+	})
+}
+
+// TestSessionEgressPool: --session-pool warms sessions of a networked
+// profile, each with a proxy of its own: two pooled sessions never see
+// each other's attempts, and the drain leaves nothing of either.
+func TestSessionEgressPool(t *testing.T) {
+	plain, _, _ := hostServer(t, false)
+	p := port(plain)
+	forEach(t, func(t *testing.T, r runner) {
+		prof := egressProfile(t, r, p)
+		s := startServe(t, r, "", "--profiles", "standard,"+prof, "--session-pool", prof+"=1")
+		claim := func() string {
+			t.Helper()
+			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+				resp := s.do("POST", "/v1/sessions", map[string]any{"profile": prof})
+				var info struct {
+					ID     string `json:"id"`
+					Pooled bool   `json:"pooled"`
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				json.Unmarshal(b, &info)
+				if resp.StatusCode != 201 {
+					t.Fatalf("POST /v1/sessions: %s: %s\nserver:\n%s", resp.Status, b, s.stderr)
+				}
+				if info.Pooled {
+					return info.ID
+				}
+				s.do("DELETE", "/v1/sessions/"+info.ID, nil).Body.Close()
+			}
+			t.Fatalf("no pooled session within 60s:\n%s", s.stderr)
+			return ""
+		}
+		a := claim()
+		ex := s.cell(a, egressGet+"get("+fmt.Sprintf("%q", "http://127.0.0.1:"+p+"/")+")")
+		if mainText(ex) != "200" {
+			t.Fatalf("pooled session a, the allowed host: %+v", ex)
+		}
+		checkEgress(t, "pooled session a", ex, "127.0.0.1", true)
+		b := claim()
+		if b == a {
+			t.Fatalf("the same session twice: %s", a)
+		}
+		ex = s.cell(b, egressGet+`get("http://denied.test/")`)
+		if mainText(ex) != "403" {
+			t.Fatalf("pooled session b, the denied host: %+v", ex)
+		}
+		// b's proxy saw b's attempt only: none of a's.
+		checkEgress(t, "pooled session b", ex, "denied.test", false)
+		ex = s.cell(a, "1")
+		if ex.Egress == nil || len(ex.Egress.Attempts) != 0 {
+			t.Errorf("session a's next cell lists attempts it did not make: %+v", ex.Egress)
+		}
+		pid := s.cmd.Process.Pid
+		if err := s.stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		if c := childrenOf(pid); len(c) > 0 {
+			t.Errorf("processes left after the drain: %v", c)
+		}
+		for _, id := range []string{a, b} {
+			if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
+				t.Errorf("cgroups of session %s left: %v", id, cg)
+			}
+		}
+		if n := established(t, p); n > 0 {
+			t.Errorf("%d connections to the allowed host left after the drain", n)
+		}
+	})
+}
