@@ -58,8 +58,8 @@ def get(url):
 // goroutines (the session's proxy must leave none behind), and the
 // egress counter by decision.
 type serverState struct {
-	fds, goroutines float64
-	egress          map[string]float64
+	fds, goroutines, sessions float64
+	egress                    map[string]float64
 }
 
 func scrapeState(t *testing.T, s *server) serverState {
@@ -81,6 +81,9 @@ func scrapeState(t *testing.T, s *server) serverState {
 	}
 	if f := fams["go_goroutines"]; f != nil && len(f.Metric) == 1 {
 		st.goroutines = f.Metric[0].GetGauge().GetValue()
+	}
+	if f := fams["sbx_sessions_active"]; f != nil && len(f.Metric) == 1 {
+		st.sessions = f.Metric[0].GetGauge().GetValue()
 	}
 	if f := fams["sbx_egress_attempts_total"]; f != nil {
 		for _, m := range f.Metric {
@@ -318,6 +321,96 @@ func TestSessionEgressPool(t *testing.T) {
 		}
 		if n := established(t, p); n > 0 {
 			t.Errorf("%d connections to the allowed host left after the drain", n)
+		}
+	})
+}
+
+// egressTunnel opens a CONNECT tunnel through the proxy to the allowed
+// host and keeps it in the global t (a client's kept-alive connection).
+const egressTunnel = `import socket
+t = socket.create_connection(("127.0.0.1", 3128))
+t.sendall(b"CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+t.recv(100).split(b"\r\n")[0].decode()
+`
+
+// TestSessionEgressHeldConnections: a connection a cell leaves open is
+// counted open in its Execution and listed with the cell during which it
+// ends; an interpreter killed after the grace (state_lost) and a session
+// ended by its idle timeout leave no connection, fd or goroutine of the
+// proxy behind.
+func TestSessionEgressHeldConnections(t *testing.T) {
+	plain, _, _ := hostServer(t, false)
+	p := port(plain)
+	tunnel := fmt.Sprintf(egressTunnel, p)
+	forEach(t, func(t *testing.T, r runner) {
+		prof := egressProfile(t, r, p)
+		s := startServe(t, r, "", "--profiles", "standard,"+prof)
+		warm := s.newSession(map[string]any{"profile": prof})
+		s.cell(warm, tunnel)
+		s.do("DELETE", "/v1/sessions/"+warm, nil).Body.Close()
+		time.Sleep(time.Second)
+		base := scrapeState(t, s)
+
+		id := s.newSession(map[string]any{"profile": prof})
+		ex := s.cell(id, tunnel)
+		if !strings.Contains(mainText(ex), " 200 ") || ex.Egress == nil || ex.Egress.Open != 1 || len(ex.Egress.Attempts) != 0 {
+			t.Fatalf("a cell that keeps a tunnel open: %q %+v, want 200 and one open, none listed", mainText(ex), ex.Egress)
+		}
+		ex = s.cell(id, "t.close()")
+		if eg := ex.Egress; eg == nil || eg.Open != 0 || len(eg.Attempts) != 1 || eg.Attempts[0].Method != "CONNECT" || !eg.Attempts[0].Allowed {
+			t.Errorf("the cell that closes it: %+v, want the tunnel listed", ex.Egress)
+		}
+
+		// A tunnel held by an interpreter that ignores SIGINT: killed
+		// after the grace, its connection ends with it.
+		ex = s.cell(id, tunnel+"import signal, time\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(1)", "timeout", "1s")
+		if ex.Status != nsjail.ExecTimeout || !ex.StateLost {
+			t.Fatalf("a cell ignoring SIGINT: %+v, want timeout with state_lost", ex)
+		}
+		listed := 0
+		if ex.Egress != nil {
+			listed = len(ex.Egress.Attempts)
+		}
+		next := s.cell(id, "1")
+		if next.Egress == nil || next.Egress.Open != 0 || listed+len(next.Egress.Attempts) != 1 {
+			t.Errorf("the killed interpreter's tunnel: %+v then %+v, want it listed once and nothing open", ex.Egress, next.Egress)
+		}
+		for deadline := time.Now().Add(10 * time.Second); established(t, p) > 0 && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := established(t, p); n > 0 {
+			t.Errorf("%d connections to the host left after the kill", n)
+		}
+		s.do("DELETE", "/v1/sessions/"+id, nil).Body.Close()
+
+		// The idle timeout ends a session that holds a tunnel (watched
+		// through /metrics: a request to the session would keep it).
+		idle := s.newSession(map[string]any{"profile": prof, "idle_timeout": "2s"})
+		s.cell(idle, tunnel)
+		gone := false
+		for deadline := time.Now().Add(60 * time.Second); !gone && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			gone = scrapeState(t, s).sessions == 0
+		}
+		if !gone {
+			t.Fatalf("the idle session did not end within 60s")
+		}
+		var rest serverState
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			rest = scrapeState(t, s)
+			if (rest.fds <= base.fds && rest.goroutines <= base.goroutines && established(t, p) == 0) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if rest.fds > base.fds || rest.goroutines > base.goroutines {
+			t.Errorf("not back to rest after the kill and the idle end: fds %v (was %v), goroutines %v (was %v)", rest.fds, base.fds, rest.goroutines, base.goroutines)
+		}
+		if n := established(t, p); n > 0 {
+			t.Errorf("%d connections to the host left after the idle end", n)
+		}
+		for _, sid := range []string{id, idle} {
+			if cg := cgroupsNamed("sbx-" + sid); len(cg) > 0 {
+				t.Errorf("cgroups of session %s left: %v", sid, cg)
+			}
 		}
 	})
 }
