@@ -414,3 +414,22 @@ func TestSessionEgressHeldConnections(t *testing.T) {
 		}
 	})
 }
+
+// TestReplEgress: `sbx repl` on a networked profile reaches the allowed
+// host through its session's proxy, and shows a refused attempt after
+// the cell that made it.
+func TestReplEgress(t *testing.T) {
+	plain, _, _ := hostServer(t, false)
+	p := port(plain)
+	forEach(t, func(t *testing.T, r runner) {
+		prof := egressProfile(t, r, p)
+		in := egressGet + "\nget(\"http://127.0.0.1:" + p + "/\")\nget(\"http://denied.test/\")\n"
+		out := r.exec(t, in, "repl", "--profile", prof)
+		if out.code != 0 || out.stdout != "200\n403\n" {
+			t.Errorf("sbx repl: exit %d, stdout %q, stderr %q", out.code, out.stdout, out.stderr)
+		}
+		if strings.Count(out.stderr, "[sbx: egress refused: ") != 1 || !strings.Contains(out.stderr, "[sbx: egress refused: denied.test:80: ") {
+			t.Errorf("sbx repl's stderr: %q, want the one refusal shown", out.stderr)
+		}
+	})
+}
