@@ -122,6 +122,10 @@ type liveSession struct {
 	pooled             bool
 	expires            time.Time
 	idle               time.Duration
+	// cell is held from a cell's start until its egress is taken, so
+	// that a next cell's attempts never land in this one's Execution; a
+	// cell that finds it held is busy, as nsjail.Session.Run says.
+	cell sync.Mutex
 	// active counts requests in progress; last is when the last ended.
 	active atomic.Int64
 	lastMu sync.Mutex
@@ -524,7 +528,18 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSes
 			}
 		}()
 	}
-	ex, err := ls.ss.Run(ctx, cell)
+	var ex *nsjail.Execution
+	if ls.cell.TryLock() {
+		ex, err = ls.ss.Run(ctx, cell)
+		if err == nil {
+			// The cell's share of the session's proxy, counted as a
+			// run's is.
+			ex.Egress = engine.CellEgress(ls.proxy)
+		}
+		ls.cell.Unlock()
+	} else {
+		err = nsjail.ErrSessionBusy
+	}
 	if err != nil {
 		code, status := "session_ended", http.StatusConflict
 		if errors.Is(err, nsjail.ErrSessionBusy) {
@@ -537,8 +552,6 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSes
 		writeError(w, status, code, err.Error())
 		return
 	}
-	// The cell's share of the session's proxy, counted as a run's is.
-	ex.Egress = engine.CellEgress(ls.proxy)
 	s.sess.metrics.sessionExecuted(ex.Status)
 	if ex.Egress != nil {
 		s.sess.metrics.countEgress(&ex.Egress.Summary)

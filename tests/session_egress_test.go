@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -430,6 +431,66 @@ func TestReplEgress(t *testing.T) {
 		}
 		if strings.Count(out.stderr, "[sbx: egress refused: ") != 1 || !strings.Contains(out.stderr, "[sbx: egress refused: denied.test:80: ") {
 			t.Errorf("sbx repl's stderr: %q, want the one refusal shown", out.stderr)
+		}
+	})
+}
+
+// TestSessionEgressCellsKeptApart: a cell that leaves a tunnel open has
+// its egress taken after a grace; a next cell sent meanwhile is busy
+// (409) and its attempts never land in the first cell's Execution.
+func TestSessionEgressCellsKeptApart(t *testing.T) {
+	plain, _, _ := hostServer(t, false)
+	p := port(plain)
+	forEach(t, func(t *testing.T, r runner) {
+		prof := egressProfile(t, r, p)
+		s := startServe(t, r, "", "--profiles", "standard,"+prof)
+		id := s.newSession(map[string]any{"profile": prof})
+		s.cell(id, egressGet)
+		resp := s.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"code": fmt.Sprintf(egressTunnel, p)}, "Accept", "application/x-ndjson")
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		var first *nsjail.Execution
+		second := make(chan *http.Response, 1)
+		for sc.Scan() {
+			var ev struct {
+				Type      string            `json:"type"`
+				Execution *nsjail.Execution `json:"execution"`
+			}
+			json.Unmarshal(sc.Bytes(), &ev)
+			switch ev.Type {
+			case "result":
+				// The cell is over; its egress is taken within the
+				// grace, since its tunnel stays open.
+				go func() {
+					time.Sleep(100 * time.Millisecond)
+					second <- s.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"code": `get("http://denied.test/")`})
+				}()
+			case "end":
+				first = ev.Execution
+			}
+		}
+		if first == nil || first.Egress == nil {
+			t.Fatalf("no end line with egress: %+v", first)
+		}
+		for _, a := range first.Egress.Attempts {
+			if a.Host == "denied.test" {
+				t.Errorf("the next cell's attempt is in the first cell's Execution: %+v", first.Egress)
+			}
+		}
+		r2 := <-second
+		b, _ := io.ReadAll(r2.Body)
+		r2.Body.Close()
+		switch r2.StatusCode {
+		case 409:
+		case 200:
+			var ex nsjail.Execution
+			json.Unmarshal(b, &ex)
+			if ex.Egress == nil || len(ex.Egress.Attempts) != 1 || ex.Egress.Attempts[0].Host != "denied.test" {
+				t.Errorf("the second cell ran but does not list its own attempt: %s", b)
+			}
+		default:
+			t.Errorf("the second cell: %s: %s", r2.Status, b)
 		}
 	})
 }
