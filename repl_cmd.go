@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -16,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbx-sandbox/sbx/engine"
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 )
@@ -58,15 +61,14 @@ func replAction(c *cli.Context) error {
 	// Deferred first, so it runs after ss.Close: the Config holds the
 	// image's lock for as long as the sandbox runs on it.
 	defer cfg.Close()
-	if cfg.Proxy != nil {
-		return fail(fmt.Errorf("profile %s: sessions do not support network mode %q yet", cfg.Profile.Name, "allow"))
-	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(os.Stderr, "sbx: warning:", w)
 	}
 	job := cfg.Job(nsjail.Payload{}, engine.Options{})
 	job.Timeout = 0 // the session lasts while its person is there
-	ss, err := nsjail.StartSession(c.Context, job)
+	// With network mode "allow", the session's own egress proxy: each
+	// cell's refused attempts are shown after it (showExecution).
+	ss, proxy, err := engine.StartSession(c.Context, cfg, job)
 	if err != nil {
 		return fail(err)
 	}
@@ -88,7 +90,7 @@ func replAction(c *cli.Context) error {
 		defer tl.restore()
 		in = tl
 	}
-	err = runREPL(c.Context, ss, in, os.Stdout, os.Stderr)
+	err = runREPL(c.Context, ss, proxy, in, os.Stdout, os.Stderr)
 	if tl, ok := in.(*termLines); ok {
 		tl.restore()
 		fmt.Fprintln(os.Stdout)
@@ -114,8 +116,9 @@ type lineReader interface {
 // far, as python3's prompt does.
 var errInterrupted = errors.New("interrupted")
 
-// runREPL reads cells from in until EOF or the session's end.
-func runREPL(ctx context.Context, ss *nsjail.Session, in lineReader, stdout, stderr io.Writer) error {
+// runREPL reads cells from in until EOF or the session's end; proxy is
+// the session's egress proxy, nil with the network off.
+func runREPL(ctx context.Context, ss *nsjail.Session, proxy *netproxy.Proxy, in lineReader, stdout, stderr io.Writer) error {
 	var block []string
 	for {
 		prompt := ">>> "
@@ -156,6 +159,7 @@ func runREPL(ctx context.Context, ss *nsjail.Session, in lineReader, stdout, std
 				}
 			}})
 			if err == nil {
+				ex.Egress = engine.CellEgress(proxy)
 				showExecution(ex, stdout, stderr)
 			}
 			return err
@@ -333,5 +337,17 @@ func showExecution(ex *nsjail.Execution, stdout, stderr io.Writer) {
 	}
 	if ex.StdoutTruncated || ex.StderrTruncated {
 		fmt.Fprintf(stderr, "[sbx: output past %d bytes a stream was not shown]\n", nsjail.SessionOutputLimit)
+	}
+	if eg := ex.Egress; eg != nil {
+		// The refusals only: a person at the prompt wonders why a fetch
+		// failed, not what succeeded.
+		for _, a := range eg.Attempts {
+			if !a.Allowed {
+				fmt.Fprintf(stderr, "[sbx: egress refused: %s: %s]\n", net.JoinHostPort(a.Host, strconv.Itoa(a.Port)), a.Reason)
+			}
+		}
+		if eg.Truncated {
+			fmt.Fprintf(stderr, "[sbx: %d egress attempts of the cell were not listed]\n", eg.Summary.Attempts-eg.Summary.Recorded)
+		}
 	}
 }

@@ -552,11 +552,11 @@ func (p *Proxy) dnsRefuse(name, why string) {
 	p.accepted++
 	p.refused++
 	slot := p.record()
-	if slot < 0 {
+	if slot == nil {
 		return
 	}
 	p.fileRecord(slot, Attempt{Kind: KindDNS, Host: name, Method: "DNS", Reason: why})
-	if p.attempts[slot].done {
+	if slot.done {
 		p.dnsSeen[name] = struct{}{}
 	}
 }

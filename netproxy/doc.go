@@ -175,4 +175,10 @@
 // reset from either end of a tunnel ends it without an Error: TLS peers
 // routinely close with bytes unread. BytesUp and BytesDown count bytes to
 // and from the destination, not the client.
+//
+// Take, for a proxy that serves a session's many cells, returns the
+// records that ended since the last Take with that span's Summary (the
+// counters' increase) and the connections still open, and forgets the
+// records it returned: the caps above then hold per span. Attempts and
+// Summary's Recorded see only what no Take has taken yet.
 package netproxy

@@ -164,16 +164,19 @@ type Proxy struct {
 	listeners    map[net.Listener]struct{}
 	conns        map[net.Conn]struct{} // client and upstream, open
 	active       int                   // sessions running
-	attempts     []attemptSlot
-	maxAttempts  int // MaxAttempts; lowered by tests
-	maxLogBytes  int // MaxAttemptBytes; lowered by tests
-	logBytes     int // recordSize of the records kept
+	attempts     []*attemptSlot        // in accept order; Take removes those that ended
+	maxAttempts  int                   // MaxAttempts; lowered by tests
+	maxLogBytes  int                   // MaxAttemptBytes; lowered by tests
+	logBytes     int                   // recordSize of the records kept
 	logFull      bool
 	dropped      int
 	accepted     int
 	refused      int
 	rateLimited  int
 	refusals     bucket
+	// taken is the Summary's counters at the last Take, which counts
+	// from there.
+	taken Summary
 	// The DNS stub and the transparent listeners (dns.go).
 	reserved map[string]*reservation
 	pools    map[string]*pool // by wildcard suffix
@@ -193,6 +196,9 @@ type Proxy struct {
 type attemptSlot struct {
 	a    Attempt
 	done bool
+	// dropped: the record did not fit the log's bytes (fileRecord); Take
+	// forgets the slot.
+	dropped bool
 }
 
 // bucket is a token bucket (p.mu held): up to burst tokens, refilled at
@@ -537,21 +543,22 @@ func (p *Proxy) untilToken() time.Duration {
 var rateLimitedResponse = errorResponse(429, "too many refused requests: this connection was closed unread")
 
 // record reserves a slot (done false) that keeps a session's place in
-// accept order and returns it, or -1 once the log is full. p.mu held.
-func (p *Proxy) record() int {
+// accept order and returns it, or nil once the log is full. p.mu held.
+func (p *Proxy) record() *attemptSlot {
 	if len(p.attempts) >= p.maxAttempts || p.logFull {
 		p.dropped++
-		return -1
+		return nil
 	}
-	p.attempts = append(p.attempts, attemptSlot{})
-	return len(p.attempts) - 1
+	slot := &attemptSlot{}
+	p.attempts = append(p.attempts, slot)
+	return slot
 }
 
 // fileRecord puts a, bounded, into its slot, or drops it when it would
 // take the log past its byte cap; from then on the log takes no more, so
 // that a smaller record cannot slip in after a dropped one. p.mu held.
-func (p *Proxy) fileRecord(slot int, a Attempt) {
-	if slot < 0 {
+func (p *Proxy) fileRecord(slot *attemptSlot, a Attempt) {
+	if slot == nil {
 		return
 	}
 	a = bounded(a)
@@ -559,11 +566,11 @@ func (p *Proxy) fileRecord(slot int, a Attempt) {
 	if p.logFull || p.logBytes+n > p.maxLogBytes {
 		p.logFull = true
 		p.dropped++
-		p.attempts[slot] = attemptSlot{a: Attempt{}, done: false}
+		*slot = attemptSlot{dropped: true}
 		return
 	}
 	p.logBytes += n
-	p.attempts[slot] = attemptSlot{a: a, done: true}
+	*slot = attemptSlot{a: a, done: true}
 }
 
 // refund gives a session's refusal token back: it reached a destination.
@@ -673,6 +680,57 @@ func (p *Proxy) Summary() Summary {
 		}
 	}
 	return s
+}
+
+// Open is how many connections the proxy is serving now: their attempts
+// are recorded when they end.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.active
+}
+
+// Take returns the attempts that ended since the last Take (or since the
+// proxy started), in accept order, the Summary of that span and how many
+// connections are still open (their records come with a later Take), and
+// forgets the attempts returned: a session's proxy serves many cells, and each cell's
+// Execution lists its own. The log's caps (MaxAttempts, MaxAttemptBytes)
+// then hold per span, so that a session that lives for hours neither runs
+// out of log nor grows it; connections still open stay in the log, in
+// their place, for a later Take. The byte budgets and the connection cap
+// are not reset: they hold for the proxy's life.
+func (p *Proxy) Take() (attempts []Attempt, sum Summary, open int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := []Attempt{}
+	kept := p.attempts[:0]
+	for _, s := range p.attempts {
+		switch {
+		case s.done:
+			out = append(out, s.a)
+			p.logBytes -= recordSize(s.a)
+		case !s.dropped:
+			kept = append(kept, s)
+		}
+	}
+	clear(p.attempts[len(kept):]) // no slot outlives its span in the array
+	p.attempts = kept
+	// A new span: a record dropped in the last one no longer keeps a
+	// smaller one out (fileRecord), and a refused name is recorded again
+	// the first time this span asks for it (dnsRefuse).
+	p.logFull = false
+	clear(p.dnsSeen)
+	now := Summary{Attempts: p.accepted, Dropped: p.dropped, Refused: p.refused, RateLimited: p.rateLimited, DNS: p.dnsStats}
+	was := p.taken
+	p.taken = now
+	return out, Summary{
+		Attempts: now.Attempts - was.Attempts, Recorded: len(out), Dropped: now.Dropped - was.Dropped,
+		Refused: now.Refused - was.Refused, RateLimited: now.RateLimited - was.RateLimited,
+		DNS: DNSSummary{
+			Queries: now.DNS.Queries - was.DNS.Queries, Refused: now.DNS.Refused - was.DNS.Refused,
+			Malformed: now.DNS.Malformed - was.DNS.Malformed, RateLimited: now.DNS.RateLimited - was.DNS.RateLimited,
+		},
+	}, p.active
 }
 
 // refusal is a decision against a destination: an HTTP status and a one-line

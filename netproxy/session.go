@@ -31,7 +31,7 @@ type session struct {
 	um     *meter   // upstream side
 	nUp    atomic.Int64
 	nDown  atomic.Int64
-	slot   int
+	slot   *attemptSlot // nil: the log was full
 	rec    Attempt
 	fw     *Forward // a transparent connection to fw's name and port
 	// refunded: a destination was dialled and the session's refusal
@@ -44,7 +44,7 @@ type session struct {
 }
 
 func newSession(p *Proxy, c net.Conn) *session {
-	s := &session{p: p, client: c, slot: -1}
+	s := &session{p: p, client: c}
 	s.clk.start = time.Now()
 	s.clk.idle = p.idle
 	s.clk.hard.Store(int64(p.header))

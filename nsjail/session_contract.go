@@ -13,6 +13,7 @@ type (
 	PyError    = spec.PyError
 	PyFrame    = spec.PyFrame
 	ExecUsage  = spec.ExecUsage
+	CellEgress = spec.CellEgress
 )
 
 // Large result items (spec.InlineResultBytes, spec.ResultsDir).

@@ -178,9 +178,7 @@ func (m *Metrics) observe(f Finished) {
 	}
 	m.seccompDenials.Add(float64(n))
 	if s := res.NetworkSummary; s != nil {
-		m.egress.WithLabelValues("allowed").Add(float64(max(0, s.Attempts-s.Refused-s.RateLimited)))
-		m.egress.WithLabelValues("refused").Add(float64(s.Refused))
-		m.egress.WithLabelValues("rate_limited").Add(float64(s.RateLimited))
+		m.countEgress(s)
 	}
 	if lim, ok := res.Limits["memory"]; ok && lim.Value > 0 && res.Usage.PeakMemoryBytes > 0 {
 		m.memPeakRatio.Observe(float64(res.Usage.PeakMemoryBytes) / lim.Value)
@@ -188,6 +186,14 @@ func (m *Metrics) observe(f Finished) {
 }
 
 func (m *Metrics) reject(why rejectReason) { m.rejected.WithLabelValues(string(why)).Inc() }
+
+// countEgress counts a run's, or a session cell's, egress attempts by
+// decision.
+func (m *Metrics) countEgress(s *nsjail.Summary) {
+	m.egress.WithLabelValues("allowed").Add(float64(max(0, s.Attempts-s.Refused-s.RateLimited)))
+	m.egress.WithLabelValues("refused").Add(float64(s.Refused))
+	m.egress.WithLabelValues("rate_limited").Add(float64(s.RateLimited))
+}
 
 // sessionExecuted counts one cell a session ran, by its status.
 func (m *Metrics) sessionExecuted(st nsjail.ExecStatus) {

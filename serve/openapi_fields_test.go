@@ -44,6 +44,7 @@ func TestOpenAPIHasEveryResultField(t *testing.T) {
 		"PyError":            reflect.TypeFor[spec.PyError](),
 		"PyFrame":            reflect.TypeFor[spec.PyFrame](),
 		"ExecUsage":          reflect.TypeFor[spec.ExecUsage](),
+		"CellEgress":         reflect.TypeFor[spec.CellEgress](),
 		"Session":            reflect.TypeFor[SessionResponse](),
 		"SessionRequest":     reflect.TypeFor[SessionRequest](),
 		"SessionExecRequest": reflect.TypeFor[SessionExecRequest](),

@@ -2,10 +2,10 @@ package serve
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sbx-sandbox/sbx/engine"
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/pool"
 )
@@ -48,18 +48,17 @@ func (s *Server) startSessionPool() {
 				if err != nil {
 					return nil, err
 				}
-				if cfg.Proxy != nil {
-					cfg.Close()
-					return nil, fmt.Errorf("profile %s: sessions do not support network mode %q yet", cfg.Profile.Name, "allow")
-				}
 				job := cfg.Job(nsjail.Payload{}, engine.Options{})
 				job.Timeout = MaxSessionTTL + time.Minute
-				ss, err := nsjail.StartSession(ctx, job)
+				// Each pooled session has its own proxy (network mode
+				// "allow"), made with it: one proxy's log and budgets
+				// are never two sessions'.
+				ss, proxy, err := engine.StartSession(ctx, cfg, job)
 				if err != nil {
 					cfg.Close()
 					return nil, err
 				}
-				return &pooledSession{Session: ss, cfg: cfg}, nil
+				return &pooledSession{Session: ss, cfg: cfg, proxy: proxy}, nil
 			},
 		})
 		if err != nil {
@@ -77,6 +76,9 @@ func (s *Server) startSessionPool() {
 type pooledSession struct {
 	*nsjail.Session
 	cfg *engine.Config
+	// proxy is the session's egress proxy, nil with the network off;
+	// the sandbox's teardown closes it.
+	proxy *netproxy.Proxy
 }
 
 // Close destroys the sandbox, then releases its Config.

@@ -19,6 +19,7 @@ import (
 	"github.com/sbx-sandbox/sbx/audit"
 	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/internal/version"
+	"github.com/sbx-sandbox/sbx/netproxy"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/pool"
 )
@@ -117,9 +118,14 @@ type liveSession struct {
 	metadata           json.RawMessage
 	ss                 *nsjail.Session
 	cfg                *engine.Config
+	proxy              *netproxy.Proxy // its own, for network mode "allow"; the sandbox's teardown closes it
 	pooled             bool
 	expires            time.Time
 	idle               time.Duration
+	// cell is held from a cell's start until its egress is taken, so
+	// that a next cell's attempts never land in this one's Execution; a
+	// cell that finds it held is busy, as nsjail.Session.Run says.
+	cell sync.Mutex
 	// active counts requests in progress; last is when the last ended.
 	active atomic.Int64
 	lastMu sync.Mutex
@@ -320,12 +326,6 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if cfg.Proxy != nil {
-		// The proxy's lifetime is a run's today (engine.Run); a session
-		// would need it for its own.
-		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("profile %s: sessions do not support network mode %q yet", cfg.Profile.Name, "allow"))
-		return
-	}
 	m := s.sess
 	m.mu.Lock()
 	if m.closed {
@@ -346,13 +346,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	// A request the pool's sessions fit (the profile as it is, no
 	// environment of its own) takes one started ahead.
 	pooled := false
+	var proxy *netproxy.Proxy
 	if len(req.Limits) == 0 && len(req.Env) == 0 {
 		var ps *pooledSession
 		if ps, pooled = m.pool.Claim(r.Context(), cfg.Profile.Name); pooled {
 			// The pooled sandbox's Config is the one it runs on (the
 			// same profile, built when it started).
 			cfg.Close()
-			ss, cfg = ps.Session, ps.cfg
+			ss, cfg, proxy = ps.Session, ps.cfg, ps.proxy
 			m.mu.Lock()
 			delete(m.byID, id)
 			id = ss.ID()
@@ -370,7 +371,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		// the backstop of the watch below. The profile's wall_time
 		// bounds each cell (sessionExec).
 		job.Timeout = ttl + time.Minute
-		ss, err = nsjail.StartSession(r.Context(), job)
+		ss, proxy, err = engine.StartSession(r.Context(), cfg, job)
 	}
 	if err != nil {
 		m.mu.Lock()
@@ -388,7 +389,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ls := &liveSession{id: id, pooled: pooled, token: tokenName(r.Context()), metadata: req.Metadata, profile: cfg.Profile.Name, ss: ss, cfg: cfg, expires: time.Now().Add(ttl), idle: idle, last: time.Now(), ended: make(chan struct{})}
+	ls := &liveSession{id: id, pooled: pooled, proxy: proxy, token: tokenName(r.Context()), metadata: req.Metadata, profile: cfg.Profile.Name, ss: ss, cfg: cfg, expires: time.Now().Add(ttl), idle: idle, last: time.Now(), ended: make(chan struct{})}
 	m.mu.Lock()
 	if m.closed {
 		// The drain began while it started.
@@ -527,7 +528,18 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSes
 			}
 		}()
 	}
-	ex, err := ls.ss.Run(ctx, cell)
+	var ex *nsjail.Execution
+	if ls.cell.TryLock() {
+		ex, err = ls.ss.Run(ctx, cell)
+		if err == nil {
+			// The cell's share of the session's proxy, counted as a
+			// run's is.
+			ex.Egress = engine.CellEgress(ls.proxy)
+		}
+		ls.cell.Unlock()
+	} else {
+		err = nsjail.ErrSessionBusy
+	}
 	if err != nil {
 		code, status := "session_ended", http.StatusConflict
 		if errors.Is(err, nsjail.ErrSessionBusy) {
@@ -541,6 +553,9 @@ func (s *Server) sessionExec(w http.ResponseWriter, r *http.Request, ls *liveSes
 		return
 	}
 	s.sess.metrics.sessionExecuted(ex.Status)
+	if ex.Egress != nil {
+		s.sess.metrics.countEgress(&ex.Egress.Summary)
+	}
 	s.auditCell(reqID, ls, *req.Code, t0, ex)
 	if st != nil {
 		// The results and the error went as they came (OnResult).
@@ -679,6 +694,9 @@ func (s *Server) auditCell(reqID string, ls *liveSession, code string, t0 time.T
 		Status: nsjail.Status(ex.Status), Message: ex.Message,
 		Output:    audit.OutputCounts{StdoutBytes: ex.StdoutBytes, StderrBytes: ex.StderrBytes, StdoutTruncated: ex.StdoutTruncated, StderrTruncated: ex.StderrTruncated},
 		RequestID: reqID, Token: ls.token, Metadata: ls.metadata,
+	}
+	if eg := ex.Egress; eg != nil {
+		e.Network, e.NetworkSummary, e.NetworkTruncated = eg.Attempts, &eg.Summary, eg.Truncated
 	}
 	if err := s.cfg.Audit.Write(e); err != nil {
 		s.cfg.Log("session %s cell %d: %v", ls.id, ex.ExecutionCount, err)

@@ -62,6 +62,26 @@ type Execution struct {
 	Usage ExecUsage `json:"usage"`
 	// Message says why, for anything but ok and error.
 	Message string `json:"message,omitempty"`
+	// Egress is what the session's egress proxy saw during the cell, for
+	// a profile with network mode "allow"; absent otherwise (added after
+	// the session contract: an older client ignores it).
+	Egress *CellEgress `json:"egress,omitempty"`
+}
+
+// CellEgress is one cell's share of its session's egress proxy: what a
+// one-shot Result says in network, network_summary and network_truncated.
+type CellEgress struct {
+	// Attempts are the connections that ended during the cell, in accept
+	// order, as a Result's network lists them.
+	Attempts []Attempt `json:"attempts"`
+	// Summary counts the cell's attempts, listed or not.
+	Summary Summary `json:"summary"`
+	// Truncated says that Attempts does not list every attempt.
+	Truncated bool `json:"truncated"`
+	// Open counts connections still open when the cell ended (a thread
+	// or a kept-alive tunnel the cell left): each is listed with the cell
+	// during which it ends.
+	Open int `json:"open"`
 }
 
 // LogChunk is one read of a stream.
