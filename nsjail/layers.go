@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sbx-sandbox/sbx/seccomp"
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
 // fillLayers states every layer of the run. It is called once the run is
@@ -26,7 +26,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	}
 	l["landlock"] = landlockLayer(spec, LandlockABI())
 	switch {
-	case spec.Seccomp == seccomp.None:
+	case spec.Seccomp == policyname.None:
 		l["seccomp"] = Layer{State: LayerOff, Detail: "no syscall policy (seccomp.policy none); only the guard that keeps the payload from its init"}
 	case exit != nil && exit.Filtered && !exit.DenialsKnown:
 		l["seccomp"] = Layer{State: LayerDegraded, Detail: spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}

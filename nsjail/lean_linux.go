@@ -19,12 +19,3 @@ package nsjail
 // (issue 13).
 var initEnv = []string{"GOMAXPROCS=2"}
 
-// mark is the timeline's name for the filter's step: whether it came
-// embedded in the binary (the built-in policies, precompiled by go
-// generate) or was compiled with libseccomp during this start.
-func (c compiled) mark() string {
-	if c.precompiled {
-		return "sbx: seccomp filter precompiled"
-	}
-	return "sbx: seccomp filter compiled"
-}

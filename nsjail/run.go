@@ -18,7 +18,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/internal/oserr"
-	"github.com/sbx-sandbox/sbx/seccomp"
+	"github.com/sbx-sandbox/sbx/seccomp/install"
 )
 
 // Job is one run: the sandbox, what runs in it, and where its stdio goes.
@@ -184,23 +184,10 @@ type supervisor struct {
 }
 
 type compiled struct {
-	f   *seccomp.Filter
+	f   *install.Filter
 	err error
 	// precompiled: f was embedded at build time, not compiled now.
 	precompiled bool
-}
-
-// compileFilter compiles the Spec's seccomp policy (milliseconds, cached
-// per process), meant to run beside the init's start-up. Policy "none"
-// still gets the init guard (seccomp.ForRun).
-func compileFilter(name string, out chan<- compiled) {
-	p, err := seccomp.ForRun(name)
-	if err != nil {
-		out <- compiled{err: err}
-		return
-	}
-	f, err := seccomp.Compile(p)
-	out <- compiled{f, err, f != nil && seccomp.Precompiled(f)}
 }
 
 // hostIDs returns the host uid and gid the sandbox user maps onto. An
