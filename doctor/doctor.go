@@ -231,3 +231,18 @@ func CloneIntoCgroup(mode string) Check {
 	}
 	return Check{Status: Warn, Detail: "Linux before 5.7: the init is attached after the clone", Fix: "a kernel of 5.7 or later"}
 }
+
+// InitBinary says which init sandboxes run: sbx-init from a sealed memfd
+// (a build by make), or sbx itself re-executed, which starts slower (a
+// second start of the whole binary) with every layer the same (issue 13).
+// embedded: the build carries sbx-init; memfd: the sealed memfd was
+// made; describe: initbin.Exe's phrase.
+func InitBinary(embedded, memfd bool, describe string) Check {
+	switch {
+	case memfd:
+		return Check{Status: OK, Detail: describe}
+	case embedded:
+		return Check{Status: Warn, Detail: describe, Fix: "let memfd_create(2) make executable files: sysctl vm.memfd_noexec=0 or 1 (2 refuses them)"}
+	}
+	return Check{Status: Info, Detail: describe + " (a plain go build; make sbx embeds it)"}
+}

@@ -1,5 +1,7 @@
 package nsjail
 
+import "github.com/sbx-sandbox/sbx/internal/initbin"
+
 // initEnv is the init's own environment (the payload's is the Spec's,
 // set at its execve). The Go runtime reads it before it starts anything
 // (runtime.schedinit), which no call from Init could do.
@@ -19,3 +21,15 @@ package nsjail
 // (issue 13).
 var initEnv = []string{"GOMAXPROCS=2"}
 
+// chooseInit picks the init binary: sbx-init from its sealed memfd when
+// this build embeds it (internal/initbin: made once per process, so the
+// first sandbox of a process pays the copy, ~3 MB), else sbx itself.
+// The timeline says which, and the Result's namespaces layer too.
+func (s *supervisor) chooseInit() {
+	e, created := initbin.Get()
+	s.initExe = e
+	if created {
+		s.tl.mark("sbx: sbx-init sealed in a memfd")
+	}
+	s.tl.mark("sbx: init is " + string(e.Kind))
+}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/internal/initbin"
 	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/seccomp/install"
 )
@@ -178,6 +179,8 @@ type supervisor struct {
 	// execDone is closed when Exec has returned (Close waits for it).
 	execDone  chan struct{}
 	execBegun bool
+	// initExe is the init the sandbox runs (sbx-init or sbx itself).
+	initExe initbin.Exe
 	// cleanups run in reverse order, once, when the sandbox is torn down.
 	cleanups     []func()
 	teardownOnce sync.Once
@@ -612,8 +615,8 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		extra = append(extra, p.sessW)
 	}
 	return &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"sbx", initArg},
+		Path:        s.initExe.Path,
+		Args:        []string{s.initExe.Argv0(), initArg},
 		Env:         initEnv,
 		Stdin:       p.inR,
 		Stdout:      p.outW,

@@ -303,6 +303,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	// The Spec usually fits in the pipe's buffer, so it is waiting when
 	// the init comes up; the Confine follows once the filter is compiled.
 	go s.writeSetup(specLine)
+	s.chooseInit()
 	cmd := s.initCmd(p)
 	s.cmd = cmd
 	started := make(chan error, 1)
