@@ -112,7 +112,7 @@ func runDoctor(img string) *doctorReport {
 		{Name: "pidfd", Run: doctor.Pidfd},
 		{Name: "Landlock", Run: func() doctor.Check { return doctor.Landlock(nsjail.LandlockABI()) }},
 		{Name: "init binary", Run: func() doctor.Check {
-			e, _ := initbin.Get()
+			e := initbin.Get()
 			return doctor.InitBinary(initbin.Embedded(), e.Kind == initbin.KindMemfd, e.Describe())
 		}},
 		{Name: "trial sandbox", Run: func() doctor.Check { c, py := trialSandbox(img); out.Python = py; return c }},

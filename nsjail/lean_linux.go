@@ -22,14 +22,10 @@ import "github.com/sbx-sandbox/sbx/internal/initbin"
 var initEnv = []string{"GOMAXPROCS=2"}
 
 // chooseInit picks the init binary: sbx-init from its sealed memfd when
-// this build embeds it (internal/initbin: made once per process, so the
-// first sandbox of a process pays the copy, ~3 MB), else sbx itself.
-// The timeline says which, and the Result's namespaces layer too.
+// this build embeds it (internal/initbin: made once per process, started
+// by newSupervisor so that the copy overlaps the set-up), else sbx
+// itself. The timeline says which, and the Result's namespaces layer too.
 func (s *supervisor) chooseInit() {
-	e, created := initbin.Get()
-	s.initExe = e
-	if created {
-		s.tl.mark("sbx: sbx-init sealed in a memfd")
-	}
-	s.tl.mark("sbx: init is " + string(e.Kind))
+	s.initExe = initbin.Get()
+	s.tl.mark("sbx: init is " + string(s.initExe.Kind))
 }

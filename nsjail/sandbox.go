@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/initbin"
 )
 
 // Phase is where a Sandbox is in its one life. It only moves forward.
@@ -191,6 +193,7 @@ func Run(ctx context.Context, job *Job) *Result {
 }
 
 func newSupervisor(job *Job) *supervisor {
+	initbin.Prepare()
 	s := &supervisor{
 		job:         job,
 		begun:       time.Now(),

@@ -24,7 +24,9 @@ package initbin
 
 import (
 	"fmt"
+	"os"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -78,31 +80,62 @@ func Embedded() bool { return len(image) > 0 }
 
 var selfExe = Exe{Kind: KindSelf, Path: "/proc/self/exe"}
 
+// Prepare starts making the memfd in the background, so that the copy
+// (~3 MB: a millisecond or so) overlaps the supervisor's other set-up;
+// Get waits for it. Calling it again does nothing.
+func Prepare() {
+	if Embedded() {
+		go once.Do(makeMemfd)
+	}
+}
+
 // Get returns the init to exec: the sealed memfd when this build embeds
 // sbx-init and the memfd could be made, else /proc/self/exe. The memfd is
 // made once per process and kept open for the process's life: every
-// sandbox of a `sbx serve` execs the same one. created is true for the
-// call that made it.
-func Get() (e Exe, created bool) {
+// sandbox of a `sbx serve` execs the same one.
+func Get() Exe {
 	if !Embedded() {
-		return selfExe, false
+		return selfExe
 	}
-	once.Do(func() {
-		fd, err := sealedMemfd("sbx-init", image)
-		if err != nil {
-			memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error()}
-			return
-		}
-		memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image)}
-		created = true
-	})
-	return memfd, created
+	once.Do(makeMemfd)
+	return memfd
 }
 
 var (
 	once  sync.Once
 	memfd Exe
 )
+
+func makeMemfd() {
+	fd, err := sealedMemfd("sbx-init", image)
+	if err != nil {
+		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error()}
+		return
+	}
+	dropPages(image)
+	memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image)}
+}
+
+// dropPages takes the image's pages out of this process's memory once
+// they are copied (madvise(2) MADV_DONTNEED): the image is read once, and
+// would otherwise stay in the supervisor's RSS for its life. Only whole
+// pages inside the image are dropped; they are never written, so a later
+// read (none is made) would fault the same bytes in again from the
+// binary.
+func dropPages(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(&b[0]))
+	end := start + uintptr(len(b))
+	first, last := (start+page-1)&^(page-1), end&^(page-1)
+	if last <= first {
+		return
+	}
+	whole := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), first-start)), last-first)
+	_ = unix.Madvise(whole, unix.MADV_DONTNEED) // only a saving: nothing to do if refused
+}
 
 // fdFloor is the lowest fd number the memfd may have. The init is
 // started by os/exec, whose child dup2s the files it passes onto fds
