@@ -181,3 +181,54 @@ func memfdOf(t *testing.T, pid int) string {
 	}
 	return ""
 }
+
+// TestServeSharesOneSealedInit: `sbx serve` makes the sbx-init memfd
+// once and every sandbox execs that one; between sandboxes (no init
+// running from it, so the kernel's ETXTBSY on a running executable does
+// not apply) the seals alone refuse every write, as root and as the user
+// the server runs as.
+func TestServeSharesOneSealedInit(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "")
+		for i := 0; i < 3; i++ {
+			res, _ := s.exec(map[string]any{"code": "print(1)"})
+			if res.Status != "ok" || !strings.Contains(res.Layers["namespaces"].Detail, "pid 1 is sbx-init") {
+				t.Fatalf("run %d: status %s, namespaces layer %q", i, res.Status, res.Layers["namespaces"].Detail)
+			}
+		}
+		pid := s.cmd.Process.Pid
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var memfds []string
+		for _, e := range ents {
+			p := fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())
+			if l, err := os.Readlink(p); err == nil && strings.HasPrefix(l, "/memfd:") {
+				memfds = append(memfds, p)
+			}
+		}
+		if len(memfds) != 1 {
+			t.Fatalf("sbx serve holds memfds %v after 3 runs, want one", memfds)
+		}
+		f, err := os.OpenFile(memfds[0], os.O_RDWR, 0)
+		if err != nil {
+			t.Fatalf("open %s O_RDWR with no init running: %v (want it to open, and the seals to refuse the write)", memfds[0], err)
+		}
+		f.Close()
+		if err := tryWrite(memfds[0]); err != nil {
+			t.Error(err)
+		}
+		if r.uid != os.Geteuid() {
+			w := exec.Command("setpriv", fmt.Sprintf("--reuid=%d", r.uid), fmt.Sprintf("--regid=%d", r.uid), "--clear-groups",
+				"/usr/bin/python3", "-c", writeAttempt, memfds[0])
+			if b, err := w.CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != "refused" {
+				t.Errorf("as uid %d, writing %s: %s %v", r.uid, memfds[0], b, err)
+			}
+		}
+		// And the next sandbox still runs.
+		if res, _ := s.exec(map[string]any{"code": "print(2)"}); res.Status != "ok" || strings.TrimSpace(res.Stdout) != "2" {
+			t.Errorf("after the write attempts: status %s, stdout %q", res.Status, res.Stdout)
+		}
+	})
+}
