@@ -73,9 +73,8 @@ func TestInitBinarySealed(t *testing.T) {
 			}
 		}
 
-		// The host's side: sbx (setpriv execs it: the same pid) and its
-		// child, the init.
-		sbxPid := cmd.Process.Pid
+		// The host's side: sbx and its child, the init.
+		sbxPid := sbxProcess(t, cmd.Process.Pid)
 		initPid := childOf(t, sbxPid)
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", initPid))
 		if err != nil || !strings.HasPrefix(exe, "/memfd:sbx-init") {
@@ -147,19 +146,44 @@ func tryWrite(path string) error {
 	return nil
 }
 
-// childOf is the one child of pid (the init of an `sbx exec`).
-func childOf(t *testing.T, pid int) int {
+// sbxProcess is pid, or the descendant of it, that runs sbxBin: setpriv
+// execs sbx (the same pid), SBX_TEST_WRAP's script (make vmtest) forks
+// it.
+func sbxProcess(t *testing.T, pid int) int {
 	t.Helper()
+	want, err := os.Stat(sbxBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q := []int{pid}; len(q) > 0; q = q[1:] {
+		if st, err := os.Stat(fmt.Sprintf("/proc/%d/exe", q[0])); err == nil && os.SameFile(st, want) {
+			return q[0]
+		}
+		q = append(q, children(q[0])...)
+	}
+	t.Fatalf("no process under pid %d runs %s", pid, sbxBin)
+	return 0
+}
+
+func children(pid int) []int {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	var kids []int
 	for _, f := range tasks {
 		b, _ := os.ReadFile(f)
 		for _, w := range strings.Fields(string(b)) {
 			var k int
-			fmt.Sscan(w, &k)
-			kids = append(kids, k)
+			if _, err := fmt.Sscan(w, &k); err == nil {
+				kids = append(kids, k)
+			}
 		}
 	}
+	return kids
+}
+
+// childOf is the one child of pid (the init of an `sbx exec`).
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	kids := children(pid)
 	if len(kids) != 1 {
 		t.Fatalf("sbx (pid %d) has children %v, want its init alone", pid, kids)
 	}
@@ -196,7 +220,7 @@ func TestServeSharesOneSealedInit(t *testing.T) {
 				t.Fatalf("run %d: status %s, namespaces layer %q", i, res.Status, res.Layers["namespaces"].Detail)
 			}
 		}
-		pid := s.cmd.Process.Pid
+		pid := sbxProcess(t, s.cmd.Process.Pid)
 		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		if err != nil {
 			t.Fatal(err)
