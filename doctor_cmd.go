@@ -113,7 +113,7 @@ func runDoctor(img string) *doctorReport {
 		{Name: "Landlock", Run: func() doctor.Check { return doctor.Landlock(nsjail.LandlockABI()) }},
 		{Name: "init binary", Run: func() doctor.Check {
 			e := initbin.Get()
-			return doctor.InitBinary(initbin.Embedded(), e.Kind == initbin.KindMemfd, e.Describe())
+			return doctor.InitBinary(initbin.Embedded(), e.Kind == initbin.KindMemfd, e.Describe(), e.Probe())
 		}},
 		{Name: "trial sandbox", Run: func() doctor.Check { c, py := trialSandbox(img); out.Python = py; return c }},
 		{Name: pythonCheckName(img), Run: func() doctor.Check { return pythonCheck(out.Python) }},

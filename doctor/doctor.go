@@ -236,9 +236,13 @@ func CloneIntoCgroup(mode string) Check {
 // (a build by make), or sbx itself re-executed, which starts slower (a
 // second start of the whole binary) with every layer the same (issue 13).
 // embedded: the build carries sbx-init; memfd: the sealed memfd was
-// made; describe: initbin.Exe's phrase.
-func InitBinary(embedded, memfd bool, describe string) Check {
+// made; describe: initbin.Exe's phrase; execErr: what exec'ing the memfd
+// outside a sandbox gave (initbin.Exe.Probe), which every sandbox's start
+// depends on.
+func InitBinary(embedded, memfd bool, describe string, execErr error) Check {
 	switch {
+	case memfd && execErr != nil:
+		return Check{Status: Fail, Detail: fmt.Sprintf("%s, but it cannot be exec'd here: %v", describe, execErr), Fix: "allow exec from memfds (an LSM policy or vm.memfd_noexec refuses it), or build sbx with plain go build, whose init is sbx itself"}
 	case memfd:
 		return Check{Status: OK, Detail: describe}
 	case embedded:

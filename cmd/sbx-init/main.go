@@ -21,6 +21,8 @@ import (
 
 func main() {
 	if !nsjail.IsInit() {
+		// internal/initbin's Probe (sbx doctor) expects this line and
+		// status 2.
 		fmt.Fprintln(os.Stderr, "sbx-init: this is the sandbox init that sbx runs as pid 1 of a new sandbox; run sbx instead")
 		os.Exit(2)
 	}

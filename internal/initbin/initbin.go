@@ -23,8 +23,11 @@
 package initbin
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -135,6 +138,32 @@ func dropPages(b []byte) {
 	}
 	whole := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), first-start)), last-first)
 	_ = unix.Madvise(whole, unix.MADV_DONTNEED) // only a saving: nothing to do if refused
+}
+
+// notInitMsg is what sbx-init says when it is not a sandbox's pid 1
+// (cmd/sbx-init), with exit status 2.
+const notInitMsg = "sbx-init: this is the sandbox init"
+
+// Probe execs e outside any sandbox, where sbx-init only says it is not
+// an init and exits 2: it tells `sbx doctor` whether the kernel (an LSM,
+// a noexec policy) lets this process exec from the memfd, which every
+// sandbox would otherwise find out by failing to start.
+func (e Exe) Probe() error {
+	if e.Kind != KindMemfd {
+		return nil
+	}
+	var stderr strings.Builder
+	cmd := exec.Command(e.Path)
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 2 && strings.HasPrefix(stderr.String(), notInitMsg) {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("exited 0")
+	}
+	return fmt.Errorf("exec %s: %w %s", e.Path, err, strings.TrimSpace(stderr.String()))
 }
 
 // fdFloor is the lowest fd number the memfd may have. The init is

@@ -82,3 +82,27 @@ func TestGetWithoutImage(t *testing.T) {
 		t.Errorf("Get() = %+v; want /proc/self/exe", e)
 	}
 }
+
+// TestProbe: Probe accepts only what sbx-init does outside a sandbox
+// (its line on stderr, exit status 2), and refuses an exec that fails or
+// a program that is not sbx-init.
+func TestProbe(t *testing.T) {
+	dir := t.TempDir()
+	fake := dir + "/fake-init"
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho '"+notInitMsg+" that sbx runs' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Exe{Kind: KindMemfd, Path: fake}).Probe(); err != nil {
+		t.Errorf("Probe(fake sbx-init) = %v, want nil", err)
+	}
+	noexec := dir + "/not-executable"
+	os.WriteFile(noexec, []byte("x"), 0o644)
+	for _, p := range []string{"/bin/true", "/bin/false", noexec, dir + "/missing"} {
+		if err := (Exe{Kind: KindMemfd, Path: p}).Probe(); err == nil {
+			t.Errorf("Probe(%s) = nil, want an error", p)
+		}
+	}
+	if err := (Exe{Kind: KindSelf, Path: "/bin/false"}).Probe(); err != nil {
+		t.Errorf("Probe of KindSelf = %v, want nil (nothing to probe)", err)
+	}
+}
