@@ -26,8 +26,16 @@ DOCDIR  ?= build/docs
 
 all: sbx
 
+# sbx embeds sbx-init (internal/initbin), the sandbox's init as a static
+# binary of its own, built first: no cgo, no libseccomp (-tags
+# sbx_init_only leaves the supervisor's compile out), stripped. Each
+# sandbox then starts that instead of all of sbx again (issue 13).
+INITBIN := internal/initbin/sbx-init.bin
+
 sbx: deps precompiled
-	$(GO) build -trimpath -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(OUT) .
+	CGO_ENABLED=0 $(GO) build -trimpath -tags netgo,osusergo,sbx_init_only -ldflags '-s -w' -o $(INITBIN).$$$$.tmp ./cmd/sbx-init && \
+		mv $(INITBIN).$$$$.tmp $(INITBIN)
+	$(GO) build -trimpath -tags $(TAGS),sbx_embedinit -ldflags '$(LDFLAGS)' -o $(OUT) .
 
 # precompiled: the built-in seccomp policies compiled once, with the
 # libseccomp this build links, into seccomp/precompiled_gen_$GOARCH.go

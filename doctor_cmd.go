@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/doctor"
 	"github.com/sbx-sandbox/sbx/engine"
+	"github.com/sbx-sandbox/sbx/internal/initbin"
 	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
@@ -110,6 +111,10 @@ func runDoctor(img string) *doctorReport {
 		{Name: "seccomp", Run: seccompCheck},
 		{Name: "pidfd", Run: doctor.Pidfd},
 		{Name: "Landlock", Run: func() doctor.Check { return doctor.Landlock(nsjail.LandlockABI()) }},
+		{Name: "init binary", Run: func() doctor.Check {
+			e := initbin.Get()
+			return doctor.InitBinary(initbin.Embedded(), e.Kind == initbin.KindMemfd, e.Describe(), e.Probe())
+		}},
 		{Name: "trial sandbox", Run: func() doctor.Check { c, py := trialSandbox(img); out.Python = py; return c }},
 		{Name: pythonCheckName(img), Run: func() doctor.Check { return pythonCheck(out.Python) }},
 	}

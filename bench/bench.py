@@ -19,8 +19,9 @@ Columns:
   RSS       VmRSS of the runner's first process (sbx: the supervisor) and
             of its child (sbx: the init; bwrap: its pid 1) while the
             payload sleeps, i.e. while the init waits in wait4, with its
-            threads and its private part (what one more sandbox costs: the
-            rest is the binary's pages in the page cache, shared)
+            threads and its private part, its anonymous pages (what one
+            more sandbox costs: the rest is the binary's pages in the
+            page cache, shared)
 """
 import os
 import statistics
@@ -72,9 +73,14 @@ def once(argv):
 def vmrss(pid):
     """(VmRSS kB, threads, private kB) of pid, or Nones once it is gone.
 
-    Private is Private_Clean + Private_Dirty of smaps_rollup: the pages
-    no other process maps. The rest of the RSS is mostly the binary's own
-    pages in the page cache, which every sbx and every init share."""
+    Private is Anonymous of smaps_rollup: the pages that are this
+    process's own (heap, stacks, written data). The rest of the RSS is
+    the binary's pages in the page cache (for sbx-init, its memfd's),
+    which every process that maps them shares. Not Private_Clean +
+    Private_Dirty, as before issue 13's init binary: those count a file's
+    pages as private whenever one process alone maps them, which is now
+    the case of the sbx binary (the supervisor alone) and of the memfd
+    under `sbx exec` (one init), though a second sandbox adds none."""
     rss = thr = priv = None
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -84,7 +90,7 @@ def vmrss(pid):
                 elif line.startswith("Threads:"):
                     thr = int(line.split()[1])
         with open(f"/proc/{pid}/smaps_rollup") as f:
-            priv = sum(int(l.split()[1]) for l in f if l.startswith(("Private_Clean:", "Private_Dirty:")))
+            priv = sum(int(l.split()[1]) for l in f if l.startswith("Anonymous:"))
     except OSError:
         pass
     return rss, thr, priv

@@ -231,3 +231,22 @@ func CloneIntoCgroup(mode string) Check {
 	}
 	return Check{Status: Warn, Detail: "Linux before 5.7: the init is attached after the clone", Fix: "a kernel of 5.7 or later"}
 }
+
+// InitBinary says which init sandboxes run: sbx-init from a sealed memfd
+// (a build by make), or sbx itself re-executed, which starts slower (a
+// second start of the whole binary) with every layer the same (issue 13).
+// embedded: the build carries sbx-init; memfd: the sealed memfd was
+// made; describe: initbin.Exe's phrase; execErr: what exec'ing the memfd
+// outside a sandbox gave (initbin.Exe.Probe), which every sandbox's start
+// depends on.
+func InitBinary(embedded, memfd bool, describe string, execErr error) Check {
+	switch {
+	case memfd && execErr != nil:
+		return Check{Status: Fail, Detail: fmt.Sprintf("%s, but it cannot be exec'd here: %v", describe, execErr), Fix: "allow exec from memfds (an LSM policy or vm.memfd_noexec refuses it), or build sbx with plain go build, whose init is sbx itself"}
+	case memfd:
+		return Check{Status: OK, Detail: describe}
+	case embedded:
+		return Check{Status: Warn, Detail: describe, Fix: "let memfd_create(2) make executable files: sysctl vm.memfd_noexec=0 or 1 (2 refuses them)"}
+	}
+	return Check{Status: Info, Detail: describe + " (a plain go build; make sbx embeds it)"}
+}

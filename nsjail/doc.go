@@ -1,7 +1,12 @@
 // Package nsjail builds a sandbox and runs one payload in it: the
 // supervisor (host side: run.go, sandbox.go, limits.go, finish.go, ...)
-// and the init it re-executes as pid 1 of the sandbox's namespaces
-// (init_linux.go and the steps it calls).
+// and the init it execs as pid 1 of the sandbox's namespaces
+// (init_linux.go and the steps it calls). The init is sbx-init
+// (cmd/sbx-init: this package built with -tags sbx_init_only and no cgo,
+// which leaves out filter_compile.go, the supervisor's libseccomp half),
+// embedded in sbx and exec'd from a sealed memfd (internal/initbin); in
+// a build without it (a plain go build, a test binary), the supervisor
+// re-executes /proc/self/exe.
 //
 // File names tell the two sides apart: init_*_linux.go runs only in the
 // init, one concern to a file (init_mount_linux.go the mount plan,
@@ -45,7 +50,7 @@
 // draws its own, with each line's kind:
 //
 //	supervisor (Start)                               init (pid 1)
-//	  clone /proc/self/exe ─────────────────────────► runtime up, signals ignored, not dumpable
+//	  clone, exec sbx-init ─────────────────────────► runtime up, signals ignored, not dumpable
 //	  ── spec: Spec (≤ 1 MiB) ──────────────────────► expect(spec)
 //	  (compile filter; make cgroup, v1: attach        mounts, pivot_root, hostname, lo,
 //	   the init beside its set-up)                    proxy listener ══fd 6══► supervisor,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/internal/units"
-	"github.com/sbx-sandbox/sbx/seccomp"
 )
 
 // finish fills the Result from the init's exit message, from why the
@@ -136,7 +135,7 @@ func (s *supervisor) denials(exit *StatusMsg) {
 	if exit.DenialsKnown {
 		res.SeccompDenials = []Denial{}
 		for nr, n := range exit.Denials {
-			res.SeccompDenials = append(res.SeccompDenials, Denial{Syscall: seccomp.SyscallName(nr), Count: n})
+			res.SeccompDenials = append(res.SeccompDenials, Denial{Syscall: syscallName(nr), Count: n})
 		}
 		sort.Slice(res.SeccompDenials, func(i, j int) bool {
 			a, b := res.SeccompDenials[i], res.SeccompDenials[j]

@@ -2,8 +2,8 @@ package nsjail
 
 import (
 	"fmt"
+	"slices"
 
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,22 +68,34 @@ const synWatchRcvBuf = 8 << 10
 // one copy is wanted), cut to 128 bytes: enough for the largest IP header
 // (60) and the TCP ports. Offsets are from the IP header (SOCK_DGRAM with
 // ETH_P_IP, packet(7)).
-var synWatchFilter = []bpf.Instruction{
-	/* 0 */ bpf.LoadExtension{Num: bpf.ExtType},
-	/* 1 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.PACKET_HOST, SkipTrue: 11},
-	/* 2 */ bpf.LoadAbsolute{Off: 9, Size: 1},
-	/* 3 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_TCP, SkipTrue: 9},
-	/* 4 */ bpf.LoadAbsolute{Off: 6, Size: 2},
-	/* 5 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: 7}, // a fragment's offset
-	/* 6 */ bpf.LoadAbsolute{Off: 16, Size: 2},
-	/* 7 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x7f01, SkipTrue: 5}, // 127.1.x.x
-	/* 8 */ bpf.LoadMemShift{Off: 0}, // X = the IP header's length
-	/* 9 */ bpf.LoadIndirect{Off: 13, Size: 1}, // TCP flags
-	/* 10 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x12}, // SYN|ACK
-	/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x02, SkipFalse: 1},
-	/* 12 */ bpf.RetConstant{Val: 128},
-	/* 13 */ bpf.RetConstant{Val: 0}, // every rejecting jump lands here
+//
+// Raw classic BPF (filter(2) opcodes), not golang.org/x/net/bpf's
+// assembler: the init binary imports only the standard library and
+// golang.org/x/sys (issue 13). TestSYNWatchFilterAssembles holds it equal
+// to the same program written with x/net/bpf's instructions.
+var synWatchFilter = []unix.SockFilter{
+	/* 0 */ {Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: skfAdOff + skfAdPktType}, // A = the packet type
+	/* 1 */ {Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jf: 11, K: unix.PACKET_HOST},
+	/* 2 */ {Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 9}, // protocol
+	/* 3 */ {Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jf: 9, K: unix.IPPROTO_TCP},
+	/* 4 */ {Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: 6}, // flags and fragment offset
+	/* 5 */ {Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, Jt: 7, K: 0x1fff}, // a fragment's offset
+	/* 6 */ {Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: 16}, // destination's first half
+	/* 7 */ {Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jf: 5, K: 0x7f01}, // 127.1.x.x
+	/* 8 */ {Code: unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH, K: 0}, // X = the IP header's length
+	/* 9 */ {Code: unix.BPF_LD | unix.BPF_B | unix.BPF_IND, K: 13}, // TCP flags
+	/* 10 */ {Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0x12}, // SYN|ACK
+	/* 11 */ {Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jf: 1, K: 0x02},
+	/* 12 */ {Code: unix.BPF_RET | unix.BPF_K, K: 128},
+	/* 13 */ {Code: unix.BPF_RET | unix.BPF_K, K: 0}, // every rejecting jump lands here
 }
+
+// The ancillary load of the packet type (SKF_AD_OFF + SKF_AD_PKTTYPE,
+// include/uapi/linux/filter.h; x/sys/unix has neither).
+const (
+	skfAdOff     = 0xfffff000 // -0x1000 as a uint32
+	skfAdPktType = 4
+)
 
 // loopbackIfindex is lo's index in every network namespace
 // (LOOPBACK_IFINDEX, include/net/flow.h, since Linux 3.x).
@@ -96,10 +108,6 @@ const loopbackIfindex = 1
 // needs CAP_NET_RAW in the network namespace's user namespace, which the
 // init holds until its capabilities are dropped.
 func openSYNWatch() (int, error) {
-	raw, err := bpf.Assemble(synWatchFilter)
-	if err != nil {
-		return -1, fmt.Errorf("assemble the SYN filter: %w", err)
-	}
 	// Protocol 0: the socket receives nothing until the bind below names
 	// ETH_P_IP (packet(7)), and the bind then registers its hook once,
 	// where a socket made with ETH_P_IP would unregister it first and wait
@@ -113,10 +121,7 @@ func openSYNWatch() (int, error) {
 		return -1, fmt.Errorf("%s: %w", what, err)
 	}
 	// The filter before the bind, so that nothing unfiltered queues.
-	filter := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
+	filter := slices.Clone(synWatchFilter) // the kernel copies it; the table stays read-only
 	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
 		return fail("setsockopt SO_ATTACH_FILTER (SYN watch)", err)

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbx-sandbox/sbx/seccomp"
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
 // IsInit reports whether this process was re-executed by the supervisor
@@ -300,8 +300,8 @@ func (in *initProc) readConfine(c *Confine) error {
 	// Every run has a filter: under "none" the init guard alone, which
 	// keeps the payload from reaching the init (seccomp.ForRun).
 	want := in.spec.Seccomp
-	if want == seccomp.None {
-		want = seccomp.Guard
+	if want == policyname.None {
+		want = policyname.Guard
 	}
 	if c.Seccomp == nil {
 		return fmt.Errorf("seccomp policy %q but no filter", in.spec.Seccomp)

@@ -7,23 +7,23 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbx-sandbox/sbx/seccomp"
+	"github.com/sbx-sandbox/sbx/seccomp/install"
 )
 
 // loadSeccomp installs the filter on the init's locked thread, the one the
 // payload is forked from. It returns the user-notification listener, or
 // -1 when the filter reports nothing (no filter, or a kernel that gave no
-// listener: seccomp.Load then installs the same denials unreported).
+// listener: install.Load then installs the same denials unreported).
 //
 // Only this thread is filtered, not the whole init (no TSYNC): the
 // payload inherits the filter at fork, and every thread it ever makes
 // inherits it from there; the init's other threads serve the
 // notifications and must not wait on them.
-func loadSeccomp(f *seccomp.Filter) (int, error) {
+func loadSeccomp(f *install.Filter) (int, error) {
 	if f == nil {
 		return -1, nil
 	}
-	return seccomp.Load(f)
+	return install.Load(f)
 }
 
 // maxDenialKinds bounds how many distinct syscall numbers the denial
@@ -49,7 +49,7 @@ type denialServer struct {
 	reported bool
 }
 
-func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
+func (in *initProc) startDenialServer(f *install.Filter, listener int) {
 	if f == nil {
 		return
 	}
@@ -66,7 +66,7 @@ func (in *initProc) startDenialServer(f *seccomp.Filter, listener int) {
 		// Closing the listener on the way out makes any later denied
 		// call fail at once (ENOSYS) instead of waiting for an answer.
 		defer unix.Close(listener)
-		err := seccomp.ServeAndKill(ctx, listener, f, d.count, in.holdPayload, d.kill)
+		err := install.ServeAndKill(ctx, listener, f, d.count, in.holdPayload, d.kill)
 		if err != nil {
 			in.send(StatusMsg{Kind: kindWarning, Msg: fmt.Sprintf("seccomp notifications: %v; denials after this are not counted", err)})
 			d.mu.Lock()

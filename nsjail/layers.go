@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sbx-sandbox/sbx/seccomp"
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
 // fillLayers states every layer of the run. It is called once the run is
@@ -14,7 +14,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	spec := &s.job.Spec
 	uid, _ := hostIDs(spec.ID)
 	l := map[string]Layer{
-		"namespaces": {State: LayerOn, Detail: "user, mount, pid, net, ipc, uts and cgroup namespaces of its own"},
+		"namespaces": {State: LayerOn, Detail: "user, mount, pid, net, ipc, uts and cgroup namespaces of its own; pid 1 is " + s.initExe.Describe()},
 		"identity":   {State: LayerOn, Detail: fmt.Sprintf("uid %d inside, host uid %d (never host root)", spec.UID, uid)},
 		"privileges": {State: LayerOn, Detail: "every capability set empty, no_new_privs, securebits locked, no nested user namespaces"},
 		"filesystem": {State: LayerOn, Detail: "read-only root after pivot_root; tmpfs workspace and /tmp; minimal /dev; nothing of the host writable"},
@@ -26,7 +26,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	}
 	l["landlock"] = landlockLayer(spec, LandlockABI())
 	switch {
-	case spec.Seccomp == seccomp.None:
+	case spec.Seccomp == policyname.None:
 		l["seccomp"] = Layer{State: LayerOff, Detail: "no syscall policy (seccomp.policy none); only the guard that keeps the payload from its init"}
 	case exit != nil && exit.Filtered && !exit.DenialsKnown:
 		l["seccomp"] = Layer{State: LayerDegraded, Detail: spec.Seccomp + " filter loaded; the kernel gave no listener, so denials are not reported"}

@@ -1,5 +1,7 @@
 package nsjail
 
+import "github.com/sbx-sandbox/sbx/internal/initbin"
+
 // initEnv is the init's own environment (the payload's is the Spec's,
 // set at its execve). The Go runtime reads it before it starts anything
 // (runtime.schedinit), which no call from Init could do.
@@ -19,12 +21,11 @@ package nsjail
 // (issue 13).
 var initEnv = []string{"GOMAXPROCS=2"}
 
-// mark is the timeline's name for the filter's step: whether it came
-// embedded in the binary (the built-in policies, precompiled by go
-// generate) or was compiled with libseccomp during this start.
-func (c compiled) mark() string {
-	if c.precompiled {
-		return "sbx: seccomp filter precompiled"
-	}
-	return "sbx: seccomp filter compiled"
+// chooseInit picks the init binary: sbx-init from its sealed memfd when
+// this build embeds it (internal/initbin: made once per process, started
+// by newSupervisor so that the copy overlaps the set-up), else sbx
+// itself. The timeline says which, and the Result's namespaces layer too.
+func (s *supervisor) chooseInit() {
+	s.initExe = initbin.Get()
+	s.tl.mark("sbx: init is " + string(s.initExe.Kind))
 }

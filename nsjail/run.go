@@ -17,8 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/internal/initbin"
 	"github.com/sbx-sandbox/sbx/internal/oserr"
-	"github.com/sbx-sandbox/sbx/seccomp"
+	"github.com/sbx-sandbox/sbx/seccomp/install"
 )
 
 // Job is one run: the sandbox, what runs in it, and where its stdio goes.
@@ -182,29 +183,18 @@ type supervisor struct {
 	// execDone is closed when Exec has returned (Close waits for it).
 	execDone  chan struct{}
 	execBegun bool
+	// initExe is the init the sandbox runs (sbx-init or sbx itself).
+	initExe initbin.Exe
 	// cleanups run in reverse order, once, when the sandbox is torn down.
 	cleanups     []func()
 	teardownOnce sync.Once
 }
 
 type compiled struct {
-	f   *seccomp.Filter
+	f   *install.Filter
 	err error
 	// precompiled: f was embedded at build time, not compiled now.
 	precompiled bool
-}
-
-// compileFilter compiles the Spec's seccomp policy (milliseconds, cached
-// per process), meant to run beside the init's start-up. Policy "none"
-// still gets the init guard (seccomp.ForRun).
-func compileFilter(name string, out chan<- compiled) {
-	p, err := seccomp.ForRun(name)
-	if err != nil {
-		out <- compiled{err: err}
-		return
-	}
-	f, err := seccomp.Compile(p)
-	out <- compiled{f, err, f != nil && seccomp.Precompiled(f)}
 }
 
 // hostIDs returns the host uid and gid the sandbox user maps onto. An
@@ -629,8 +619,8 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		extra = append(extra, p.sessW)
 	}
 	return &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"sbx", initArg},
+		Path:        s.initExe.Path,
+		Args:        []string{s.initExe.Argv0(), initArg},
 		Env:         initEnv,
 		Stdin:       p.inR,
 		Stdout:      p.outW,

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/initbin"
 )
 
 // Phase is where a Sandbox is in its one life. It only moves forward.
@@ -191,6 +193,7 @@ func Run(ctx context.Context, job *Job) *Result {
 }
 
 func newSupervisor(job *Job) *supervisor {
+	initbin.Prepare()
 	s := &supervisor{
 		job:         job,
 		begun:       time.Now(),
@@ -303,6 +306,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	// The Spec usually fits in the pipe's buffer, so it is waiting when
 	// the init comes up; the Confine follows once the filter is compiled.
 	go s.writeSetup(specLine)
+	s.chooseInit()
 	cmd := s.initCmd(p)
 	s.cmd = cmd
 	started := make(chan error, 1)

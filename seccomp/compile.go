@@ -343,14 +343,14 @@ func checkABIs(prog []byte, arch archInfo, want uint32) error {
 	// ptrace, getpid, and the highest 32-bit value.
 	probes := []int32{0, 1, 11, 20, 21, 26, 39, 59, 101, 165, 0x3fffffff}
 	var cases []seccompData
-	for _, foreign := range arch.foreign {
+	for _, foreign := range arch.Foreign {
 		for _, nr := range probes {
 			cases = append(cases, seccompData{Nr: nr, Arch: foreign})
 		}
 	}
-	if arch.x32 {
+	if arch.X32 {
 		for _, nr := range probes {
-			cases = append(cases, seccompData{Nr: nr | x32SyscallBit, Arch: arch.native})
+			cases = append(cases, seccompData{Nr: nr | x32SyscallBit, Arch: arch.Native})
 		}
 	}
 	for _, d := range cases {

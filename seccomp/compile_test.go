@@ -117,7 +117,7 @@ func checkProgram(t *testing.T, p *Policy, prog []byte, notify bool) {
 	for nr := 0; nr <= highestNr; nr++ {
 		name := SyscallName(nr)
 		for _, args := range argVectors(p, name, rng) {
-			d := seccompData{Nr: int32(nr), Arch: arch.native, IP: rng.Uint64(), Args: args}
+			d := seccompData{Nr: int32(nr), Arch: arch.Native, IP: rng.Uint64(), Args: args}
 			got, err := runBPF(insns, &d)
 			if err != nil {
 				t.Fatalf("%s%#x: %v", name, args, err)
@@ -150,7 +150,7 @@ func checkCalls(t *testing.T, p *Policy, prog []byte, notify bool, calls []call)
 		if err != nil {
 			continue // not on this architecture
 		}
-		d := seccompData{Nr: int32(nr), Arch: arch.native, Args: cl.args}
+		d := seccompData{Nr: int32(nr), Arch: arch.Native, Args: cl.args}
 		got, err := runBPF(insns, &d)
 		if err != nil {
 			t.Fatalf("%v: %v", cl, err)
@@ -247,11 +247,11 @@ func TestOtherABIsAreKilled(t *testing.T) {
 			insns, _ := decodeBPF(prog)
 			for nr := int32(0); nr <= highestNr; nr++ {
 				var cases []seccompData
-				for _, a := range arch.foreign {
+				for _, a := range arch.Foreign {
 					cases = append(cases, seccompData{Nr: nr, Arch: a})
 				}
-				if arch.x32 {
-					cases = append(cases, seccompData{Nr: nr | x32SyscallBit, Arch: arch.native})
+				if arch.X32 {
+					cases = append(cases, seccompData{Nr: nr | x32SyscallBit, Arch: arch.Native})
 				}
 				cases = append(cases, seccompData{Nr: nr, Arch: 0xdeadbeef})
 				for _, d := range cases {
@@ -279,12 +279,12 @@ func TestCheckABIsCatchesLeaks(t *testing.T) {
 	// often forgets.
 	archOnly := encodeBPF([]unix.SockFilter{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, K: arch.native},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, K: arch.Native},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_KILL_PROCESS},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
 	})
 	err = checkABIs(archOnly, arch, unix.SECCOMP_RET_KILL_PROCESS)
-	if arch.x32 && (err == nil || !strings.Contains(err.Error(), "syscall 0x40000000")) {
+	if arch.X32 && (err == nil || !strings.Contains(err.Error(), "syscall 0x40000000")) {
 		t.Errorf("checkABIs(arch check only) = %v, want the x32 leak named", err)
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/seccomp/policyname"
 )
 
 // Guard names the filter a run loads under policy "none": the init guard
 // alone. "none" turns off the syscall policy, not the init's protection
 // from its payload (fail closed).
-const Guard = "guard"
+const Guard = policyname.Guard
 
 // ioprio_set's "which" (include/uapi/linux/ioprio.h; x/sys/unix has none).
 const (

@@ -12,6 +12,10 @@ const (
 	Denylist = "denylist"
 	// None loads no policy of the profile's; the init guard still runs.
 	None = "none"
+	// Guard is not a policy one can name but the filter a run under None
+	// loads: the init guard alone (seccomp.ForRun). The init checks the
+	// filter it is sent against it.
+	Guard = "guard"
 )
 
 // All lists the built-in policy names, in the order messages give them.

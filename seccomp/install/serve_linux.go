@@ -1,4 +1,4 @@
-package seccomp
+package install
 
 import (
 	"context"
@@ -20,7 +20,7 @@ type notif struct {
 	ID    uint64
 	Pid   uint32
 	Flags uint32
-	Data  seccompData
+	Data  Data
 }
 
 type notifResp struct {
@@ -73,7 +73,7 @@ func Serve(ctx context.Context, listener int, f *Filter, count func(nr int), hol
 // fake, unlike the SIGSYS that KILL_PROCESS leaves, which any process can
 // send itself.
 func ServeAndKill(ctx context.Context, listener int, f *Filter, count func(nr int), hold func(pid int) error, killed func(tgid int)) error {
-	arch, err := nativeArch()
+	arch, err := NativeArch()
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func ServeAndKill(ctx context.Context, listener int, f *Filter, count func(nr in
 
 // answer receives one notification and fails its syscall, lets a held one
 // continue, or kills its caller for a call through another ABI.
-func answer(listener int, arch archInfo, f *Filter, count func(nr int), hold func(pid int) error, killed func(tgid int)) error {
+func answer(listener int, arch ArchInfo, f *Filter, count func(nr int), hold func(pid int) error, killed func(tgid int)) error {
 	// The kernel refuses a receive buffer that is not zeroed (EINVAL).
 	var n notif
 	if err := ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(&n)); err != nil {
@@ -192,8 +192,8 @@ func send(listener int, n *notif, resp notifResp) error {
 
 // foreignABI tells a call through another ABI of the machine: another
 // audit arch (int 0x80 into the i386 table), or an x32 number.
-func foreignABI(d seccompData, arch archInfo) bool {
-	return d.Arch != arch.native || arch.x32 && uint32(d.Nr)&x32SyscallBit != 0
+func foreignABI(d Data, arch ArchInfo) bool {
+	return d.Arch != arch.Native || arch.X32 && uint32(d.Nr)&X32SyscallBit != 0
 }
 
 // seccompIoctlNotifIDValid is SECCOMP_IOCTL_NOTIF_ID_VALID as Linux 5.0

@@ -1,4 +1,4 @@
-package seccomp
+package install
 
 import (
 	"encoding/binary"
@@ -13,9 +13,9 @@ import (
 // check invariants of what libseccomp generated; the tests use it to hold
 // every policy to its reference meaning without loading anything.
 
-// seccompData mirrors struct seccomp_data (linux/seccomp.h), the input of
+// Data mirrors struct seccomp_data (linux/seccomp.h), the input of
 // every seccomp program: 64 bytes, native byte order.
-type seccompData struct {
+type Data struct {
 	Nr   int32
 	Arch uint32
 	IP   uint64
@@ -24,7 +24,7 @@ type seccompData struct {
 
 const seccompDataSize = 64
 
-func (d *seccompData) word(off uint32) (uint32, error) {
+func (d *Data) word(off uint32) (uint32, error) {
 	if off%4 != 0 || off+4 > seccompDataSize {
 		return 0, fmt.Errorf("load of seccomp_data offset %d", off)
 	}
@@ -39,9 +39,9 @@ func (d *seccompData) word(off uint32) (uint32, error) {
 	return ne.Uint32(b[off:]), nil
 }
 
-// decodeBPF splits struct sock_filter[] (native byte order) into
+// DecodeBPF splits struct sock_filter[] (native byte order) into
 // instructions.
-func decodeBPF(prog []byte) ([]unix.SockFilter, error) {
+func DecodeBPF(prog []byte) ([]unix.SockFilter, error) {
 	if len(prog) == 0 || len(prog)%8 != 0 {
 		return nil, fmt.Errorf("seccomp program of %d bytes is not a list of 8-byte instructions", len(prog))
 	}
@@ -60,10 +60,10 @@ func decodeBPF(prog []byte) ([]unix.SockFilter, error) {
 
 var errNoReturn = errors.New("seccomp program runs off its end")
 
-// runBPF executes a classic BPF seccomp program on d and returns its
+// RunBPF executes a classic BPF seccomp program on d and returns its
 // SECCOMP_RET_* value. It accepts the instructions the kernel's
 // seccomp_check_filter accepts and fails on anything else.
-func runBPF(insns []unix.SockFilter, d *seccompData) (uint32, error) {
+func RunBPF(insns []unix.SockFilter, d *Data) (uint32, error) {
 	var a, x uint32
 	var mem [16]uint32 // BPF_MEMWORDS
 	for pc := 0; pc < len(insns); pc++ {

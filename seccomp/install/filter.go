@@ -1,4 +1,4 @@
-package seccomp
+package install
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package seccomp
+package install
 
 import (
 	"errors"
@@ -61,7 +61,7 @@ func Load(f *Filter) (listener int, err error) {
 
 // setModeFilter is seccomp(SECCOMP_SET_MODE_FILTER, flags, prog).
 func setModeFilter(prog []byte, flags uintptr) (int, error) {
-	insns, err := decodeBPF(prog)
+	insns, err := DecodeBPF(prog)
 	if err != nil {
 		return -1, fmt.Errorf("seccomp: %w", err)
 	}

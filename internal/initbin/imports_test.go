@@ -1,0 +1,123 @@
+package initbin
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sbx-sandbox/sbx/"
+
+// initAllowed is every non-standard package the init binary may link:
+// golang.org/x/sys, go-landlock (and the psx it imports, unused by the
+// init, which restricts only its own thread), moby/sys/mountinfo, and
+// sbx's own packages that the init or nsjail's supervisor half (linked,
+// never run) need, none of them with a dependency beyond this list.
+// No libseccomp, prometheus, go-containerregistry, urfave/cli, protobuf,
+// compress or golang.org/x/net (issue 13).
+var initAllowed = []string{
+	"golang.org/x/sys/",
+	"github.com/landlock-lsm/go-landlock/",
+	"kernel.org/pub/linux/libs/security/libcap/psx",
+	"github.com/moby/sys/mountinfo",
+	module + "cmd/sbx-init",
+	module + "nsjail",
+	module + "nsjail/spec",
+	module + "rootfs",
+	module + "seccomp/install",
+	module + "seccomp/policyname",
+	module + "cgroup",
+	module + "internal/initbin",
+	module + "internal/oserr",
+	module + "internal/units",
+	module + "internal/version",
+}
+
+func allowed(path string) bool {
+	for _, a := range initAllowed {
+		if path == a || strings.HasSuffix(a, "/") && strings.HasPrefix(path, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// goCmd runs the go command in the module's root, with the environment
+// the Makefile's sbx target builds sbx-init with.
+func goCmd(t *testing.T, args ...string) []byte {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(gobin, args...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("CGO_ENABLED=0 go %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return out
+}
+
+// TestInitBinaryImports builds the init binary as the Makefile does
+// (CGO_ENABLED=0, -tags sbx_init_only) and fails on any package it links
+// outside the standard library and initAllowed: the init must stay a
+// small, cgo-free program.
+func TestInitBinaryImports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command (-short)")
+	}
+	const tags = "netgo,osusergo,sbx_init_only"
+	goCmd(t, "build", "-tags", tags, "-o", filepath.Join(t.TempDir(), "sbx-init"), "./cmd/sbx-init")
+	out := goCmd(t, "list", "-tags", tags, "-deps", "-json=ImportPath,Standard,CgoFiles", "./cmd/sbx-init")
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var seen []string
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Standard   bool
+			CgoFiles   []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("go list -deps ./cmd/sbx-init: %v", err)
+		}
+		seen = append(seen, p.ImportPath)
+		if p.Standard {
+			continue
+		}
+		if len(p.CgoFiles) > 0 {
+			t.Errorf("sbx-init links %s, which uses cgo (%s)", p.ImportPath, strings.Join(p.CgoFiles, " "))
+		}
+		if !allowed(p.ImportPath) {
+			t.Errorf("sbx-init links %s, which is not in initAllowed", p.ImportPath)
+		}
+	}
+	// The list must be the init's: nsjail and the seccomp installer are in
+	// it, libseccomp's binding is not.
+	for _, want := range []string{module + "nsjail", module + "seccomp/install"} {
+		if !contains(seen, want) {
+			t.Errorf("go list -deps ./cmd/sbx-init does not list %s: %v", want, seen)
+		}
+	}
+	if contains(seen, module+"seccomp") {
+		t.Errorf("sbx-init links %sseccomp (libseccomp)", module)
+	}
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

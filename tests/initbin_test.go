@@ -1,0 +1,258 @@
+//go:build integration
+
+package tests
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestInitBinarySealed: `make sbx` embeds sbx-init, and every sandbox's
+// init runs it from a memfd sealed against writes (issue 13; runc's
+// CVE-2019-5736: a sandbox must never be able to change the binary the
+// next sandbox runs). The Result's namespaces layer says which init ran.
+// While a sandbox waits, its payload cannot open, read or list what the
+// init runs from, sees no memfd anywhere, and on the host the memfd
+// (the init's /proc/PID/exe, the supervisor's fd) refuses writes with
+// EPERM, for root and for the user sbx runs as.
+func TestInitBinarySealed(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		res, out := r.result(t, "--", "/bin/true")
+		if d := res.Layers["namespaces"].Detail; !strings.Contains(d, "pid 1 is sbx-init") || !strings.Contains(d, "sealed memfd") {
+			t.Fatalf("namespaces layer %q: want pid 1 to be sbx-init from a sealed memfd\nsbx: %s", d, out.stderr)
+		}
+
+		cmd := r.command("exec", data("reach_init_exe.py"))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var se strings.Builder
+		cmd.Stderr = &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			// sbx forwards SIGTERM to the payload and cleans up.
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		}()
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			t.Fatalf("payload: %q %v; sbx stderr %s", line, err, se.String())
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(line), &got); err != nil || len(got) < 8 {
+			t.Fatalf("payload output %q: %v", line, err)
+		}
+		for attempt, v := range got {
+			if attempt == "memfds" {
+				if l, _ := v.([]any); len(l) != 0 {
+					t.Errorf("the payload sees memfds: %v", l)
+				}
+				continue
+			}
+			if v == "ok" {
+				t.Errorf("payload: %s succeeded", attempt)
+			}
+		}
+
+		// The host's side: sbx and its child, the init.
+		sbxPid := sbxProcess(t, cmd.Process.Pid)
+		initPid := childOf(t, sbxPid)
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", initPid))
+		if err != nil || !strings.HasPrefix(exe, "/memfd:sbx-init") {
+			t.Fatalf("init %d runs %q (%v), want /memfd:sbx-init", initPid, exe, err)
+		}
+		paths := []string{fmt.Sprintf("/proc/%d/exe", initPid)}
+		if fd := memfdOf(t, sbxPid); fd != "" {
+			paths = append(paths, fd)
+		} else {
+			t.Errorf("sbx (pid %d) holds no fd of /memfd:sbx-init", sbxPid)
+		}
+		for _, p := range paths {
+			if err := tryWrite(p); err != nil {
+				t.Error(err)
+			}
+			if r.uid != os.Geteuid() {
+				// The user sbx runs as, from a process of its own.
+				w := exec.Command("setpriv", fmt.Sprintf("--reuid=%d", r.uid), fmt.Sprintf("--regid=%d", r.uid), "--clear-groups",
+					"/usr/bin/python3", "-c", writeAttempt, p)
+				if b, err := w.CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != "refused" {
+					t.Errorf("as uid %d, writing %s: %s %v", r.uid, p, b, err)
+				}
+			}
+		}
+	})
+}
+
+// writeAttempt opens argv[1] for writing and writes, truncates and
+// extends it; it prints "refused" when every step failed with EPERM,
+// EACCES or ETXTBSY, else what succeeded.
+const writeAttempt = `
+import errno, os, sys
+ok = []
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR)
+except OSError as e:
+    if e.errno not in (errno.EPERM, errno.EACCES, errno.ETXTBSY): raise
+    print("refused"); sys.exit(0)
+for name, fn in (("write", lambda: os.write(fd, b"x")), ("pwrite", lambda: os.pwrite(fd, b"x", 0)),
+                 ("ftruncate", lambda: os.ftruncate(fd, 1)), ("extend", lambda: os.ftruncate(fd, 1 << 30))):
+    try:
+        fn(); ok.append(name)
+    except OSError as e:
+        if e.errno != errno.EPERM: ok.append(name + " " + str(e))
+print("refused" if not ok else "succeeded: " + ", ".join(ok))
+`
+
+// tryWrite opens path for writing as this process and tries to change
+// it; it returns an error unless every way was refused.
+func tryWrite(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ETXTBSY) || errors.Is(err, syscall.EPERM) {
+			return nil
+		}
+		return fmt.Errorf("open %s O_RDWR: %v, want success or ETXTBSY/EPERM", path, err)
+	}
+	defer f.Close()
+	for name, fn := range map[string]func() error{
+		"write":     func() error { _, err := f.Write([]byte("x")); return err },
+		"pwrite":    func() error { _, err := f.WriteAt([]byte("x"), 0); return err },
+		"ftruncate": func() error { return f.Truncate(1) },
+		"extend":    func() error { return f.Truncate(1 << 30) },
+	} {
+		if err := fn(); !errors.Is(err, syscall.EPERM) {
+			return fmt.Errorf("%s %s: %v, want EPERM (sealed)", name, path, err)
+		}
+	}
+	return nil
+}
+
+// sbxProcess is pid, or the descendant of it, that runs sbxBin: setpriv
+// execs sbx (the same pid), SBX_TEST_WRAP's script (make vmtest) forks
+// it.
+func sbxProcess(t *testing.T, pid int) int {
+	t.Helper()
+	want, err := os.Stat(sbxBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q := []int{pid}; len(q) > 0; q = q[1:] {
+		if st, err := os.Stat(fmt.Sprintf("/proc/%d/exe", q[0])); err == nil && os.SameFile(st, want) {
+			return q[0]
+		}
+		q = append(q, children(q[0])...)
+	}
+	t.Fatalf("no process under pid %d runs %s", pid, sbxBin)
+	return 0
+}
+
+func children(pid int) []int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var kids []int
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, w := range strings.Fields(string(b)) {
+			var k int
+			if _, err := fmt.Sscan(w, &k); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	return kids
+}
+
+// childOf is the one child of pid (the init of an `sbx exec`).
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	kids := children(pid)
+	if len(kids) != 1 {
+		t.Fatalf("sbx (pid %d) has children %v, want its init alone", pid, kids)
+	}
+	return kids[0]
+}
+
+// memfdOf is /proc/PID/fd/N of pid's fd on the sbx-init memfd, or "".
+func memfdOf(t *testing.T, pid int) string {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		p := fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())
+		if l, err := os.Readlink(p); err == nil && strings.HasPrefix(l, "/memfd:sbx-init") {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestServeSharesOneSealedInit: `sbx serve` makes the sbx-init memfd
+// once and every sandbox execs that one; between sandboxes (no init
+// running from it, so the kernel's ETXTBSY on a running executable does
+// not apply) the seals alone refuse every write, as root and as the user
+// the server runs as.
+func TestServeSharesOneSealedInit(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "")
+		for i := 0; i < 3; i++ {
+			res, _ := s.exec(map[string]any{"code": "print(1)"})
+			if res.Status != "ok" || !strings.Contains(res.Layers["namespaces"].Detail, "pid 1 is sbx-init") {
+				t.Fatalf("run %d: status %s, namespaces layer %q", i, res.Status, res.Layers["namespaces"].Detail)
+			}
+		}
+		pid := sbxProcess(t, s.cmd.Process.Pid)
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var memfds []string
+		for _, e := range ents {
+			p := fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())
+			if l, err := os.Readlink(p); err == nil && strings.HasPrefix(l, "/memfd:") {
+				memfds = append(memfds, p)
+			}
+		}
+		if len(memfds) != 1 {
+			t.Fatalf("sbx serve holds memfds %v after 3 runs, want one", memfds)
+		}
+		f, err := os.OpenFile(memfds[0], os.O_RDWR, 0)
+		if err != nil {
+			t.Fatalf("open %s O_RDWR with no init running: %v (want it to open, and the seals to refuse the write)", memfds[0], err)
+		}
+		f.Close()
+		if err := tryWrite(memfds[0]); err != nil {
+			t.Error(err)
+		}
+		if r.uid != os.Geteuid() {
+			w := exec.Command("setpriv", fmt.Sprintf("--reuid=%d", r.uid), fmt.Sprintf("--regid=%d", r.uid), "--clear-groups",
+				"/usr/bin/python3", "-c", writeAttempt, memfds[0])
+			if b, err := w.CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != "refused" {
+				t.Errorf("as uid %d, writing %s: %s %v", r.uid, memfds[0], b, err)
+			}
+		}
+		// And the next sandbox still runs.
+		if res, _ := s.exec(map[string]any{"code": "print(2)"}); res.Status != "ok" || strings.TrimSpace(res.Stdout) != "2" {
+			t.Errorf("after the write attempts: status %s, stdout %q", res.Status, res.Stdout)
+		}
+	})
+}
