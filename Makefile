@@ -198,4 +198,4 @@ image-data: sbx
 	./$(OUT) image import --name sbx-data $(DATA_OUT)
 
 clean:
-	rm -rf sbx build
+	rm -rf sbx build internal/initbin/sbx-init.bin seccomp/precompiled_gen_*.go
