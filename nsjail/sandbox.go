@@ -311,14 +311,24 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.cmd = cmd
 	started := make(chan error, 1)
 	exited := make(chan error, 1)
+	owner := ownerFor(job.Spec.ID)
 	go func() {
 		// Pdeathsig fires when the thread that started the child exits,
 		// not the process (prctl(2), PR_SET_PDEATHSIG), so the start and
-		// the wait share one locked thread.
+		// the wait share one locked thread. Started by root, that thread
+		// takes the run's host uid first, so that it owns the sandbox's
+		// user namespace (nsOwner): it is never unlocked, and Go ends it
+		// with this goroutine rather than return a thread with altered
+		// credentials to the pool.
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		if owner != nil {
+			if err := owner.becomeOn(); err != nil {
+				started <- err
+				return
+			}
+		}
 		if err := cmd.Start(); err != nil {
-			started <- err
+			started <- startError(err)
 			return
 		}
 		started <- nil
@@ -327,7 +337,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.tl.mark("sbx: prepared (pipes)")
 	if err := <-started; err != nil {
 		close(s.watchDone) // no watch: Close must not wait for one
-		return startError(err)
+		return err
 	}
 	s.tl.mark("sbx: clone+exec init (cmd.Start)")
 	p.closeChildEnds()
