@@ -50,7 +50,11 @@ func ownerFor(runID string) *nsOwner {
 // effective ones (create_user_ns), and the real and saved ids stay 0, so
 // that no process of the run's uid may signal or ptrace the thread
 // (kill(2) and ptrace(2) compare against the target's real and saved
-// uid).
+// uid), and the namespace records RLIMIT_NPROC as unenforced for its
+// parent level, as before, since the creator's real uid is 0
+// (kernel/user_namespace.c enforced_nproc_rlimit). The euid change also sets the whole process's dumpable flag to
+// fs.suid_dumpable (kernel/cred.c commit_creds): a root-run sbx is not
+// dumpable from its first sandbox on.
 func (o *nsOwner) becomeOn() error {
 	steps := []struct {
 		name string
