@@ -238,3 +238,78 @@ func TestRootSandboxesLeaveRootInotify(t *testing.T) {
 		t.Errorf("host root: inotify_init1: %v while %d root-run sandboxes hold %d instances each (max_user_instances %d)", ierr, n, each, max)
 	}
 }
+
+// threadIDs lists, per thread of pid, its Uid and Gid lines of status
+// (real, effective, saved, filesystem).
+func threadIDs(pid int) (map[string]string, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]string{}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		var uid, gid string
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" {
+				uid = strings.Join(f[1:], " ")
+			} else if len(f) == 5 && f[0] == "Gid:" {
+				gid = strings.Join(f[1:], " ")
+			}
+		}
+		ids[task.Name()] = "uid " + uid + ", gid " + gid
+	}
+	return ids, nil
+}
+
+// TestServeThreadsKeepServerIDs: the thread that took a run's uid to own
+// its namespace ends with its sandbox and never returns to Go's pool, where
+// any goroutine of the server (a cgroup write, an output file, the next
+// sandbox's setup) could run with it. After a burst of runs, every thread
+// of a root `sbx serve` is root again in all four ids (and every thread of
+// one run as 65534 is 65534).
+func TestServeThreadsKeepServerIDs(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "")
+		done := make(chan struct{}, 6)
+		for range cap(done) {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				resp := s.do("POST", "/v1/exec", map[string]any{"code": "import time; time.sleep(0.2); print(1)"})
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Errorf("POST /v1/exec: %s", resp.Status)
+				}
+			}()
+		}
+		for range cap(done) {
+			<-done
+		}
+		want := fmt.Sprintf("uid %[1]d %[1]d %[1]d %[1]d, gid %[1]d %[1]d %[1]d %[1]d", r.uid)
+		// The thread ends just after the run's Result is out: give it
+		// time on a loaded machine.
+		var bad []string
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			ids, err := threadIDs(s.cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad = bad[:0]
+			for tid, got := range ids {
+				if got != want {
+					bad = append(bad, tid+": "+got)
+				}
+			}
+			if len(bad) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if len(bad) != 0 {
+			t.Errorf("threads of sbx serve with other ids than the server's (%s), 20 s after the runs: %v", want, bad)
+		}
+	})
+}
