@@ -3,6 +3,7 @@ package nsjail
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -37,11 +38,32 @@ func ownerFor(runID string) *nsOwner {
 	return &nsOwner{uid: uid, gid: gid}
 }
 
-// becomeOn changes the credentials of the calling OS thread only; the
-// caller holds runtime.LockOSThread and never unlocks it, so that Go ends
-// the thread with the goroutine (runtime.LockOSThread: "If the calling
-// goroutine exits without unlocking the thread, the thread will be
-// terminated") and no other goroutine ever runs with these credentials.
+// onThread calls fn with becomeOn's error on a locked OS thread that is
+// not the process's main thread and that no other goroutine ever runs on:
+// it is never unlocked, so Go ends it with the goroutine
+// (runtime.LockOSThread: "If the calling goroutine exits without
+// unlocking the thread, the thread will be terminated"). The main thread
+// is the exception: Go wedges it instead of ending it, and its ids are
+// the ones ps and /proc/PID/status show for sbx. When the goroutine got
+// the main thread, it keeps it locked, so that the scheduler cannot give
+// it to the goroutine it starts for the work, and waits for that one.
+func (o *nsOwner) onThread(fn func(error)) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			o.onThread(fn)
+		}()
+		<-done
+		runtime.UnlockOSThread() // its credentials are untouched
+		return
+	}
+	fn(o.becomeOn())
+}
+
+// becomeOn changes the credentials of the calling OS thread only, which
+// onThread then never gives back.
 // Linux credentials are per thread (credentials(7)); the steps are raw
 // syscalls because syscall.Setresuid and glibc's setresuid change every
 // thread of the process (AllThreadsSyscall, the setxid broadcast).

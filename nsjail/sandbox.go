@@ -312,20 +312,10 @@ func (s *supervisor) start(ctx context.Context) error {
 	started := make(chan error, 1)
 	exited := make(chan error, 1)
 	owner := ownerFor(job.Spec.ID)
-	go func() {
-		// Pdeathsig fires when the thread that started the child exits,
-		// not the process (prctl(2), PR_SET_PDEATHSIG), so the start and
-		// the wait share one locked thread. Started by root, that thread
-		// takes the run's host uid first, so that it owns the sandbox's
-		// user namespace (nsOwner): it is never unlocked, and Go ends it
-		// with this goroutine rather than return a thread with altered
-		// credentials to the pool.
-		runtime.LockOSThread()
-		if owner != nil {
-			if err := owner.becomeOn(); err != nil {
-				started <- err
-				return
-			}
+	startAndWait := func(err error) {
+		if err != nil {
+			started <- err
+			return
 		}
 		if err := cmd.Start(); err != nil {
 			started <- startError(err)
@@ -333,6 +323,20 @@ func (s *supervisor) start(ctx context.Context) error {
 		}
 		started <- nil
 		exited <- cmd.Wait()
+	}
+	go func() {
+		// Pdeathsig fires when the thread that started the child exits,
+		// not the process (prctl(2), PR_SET_PDEATHSIG), so the start and
+		// the wait share one locked thread. Started by root, that thread
+		// takes the run's host uid first, so that it owns the sandbox's
+		// user namespace, and is never given back (nsOwner.onThread).
+		if owner != nil {
+			owner.onThread(startAndWait)
+			return
+		}
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		startAndWait(nil)
 	}()
 	s.tl.mark("sbx: prepared (pipes)")
 	if err := <-started; err != nil {
