@@ -63,10 +63,10 @@ func (o *nsOwner) onThread(fn func(error)) {
 }
 
 // becomeOn changes the credentials of the calling OS thread only, which
-// onThread then never gives back.
-// Linux credentials are per thread (credentials(7)); the steps are raw
-// syscalls because syscall.Setresuid and glibc's setresuid change every
-// thread of the process (AllThreadsSyscall, the setxid broadcast).
+// onThread then never gives back. Linux credentials are per thread
+// (credentials(7)); the steps are raw syscalls because syscall.Setresuid
+// and glibc's setresuid change every thread of the process
+// (AllThreadsSyscall, the setxid broadcast).
 //
 // Only the effective ids change. The namespace's owner and group are the
 // effective ones (create_user_ns), and the real and saved ids stay 0, so
@@ -74,9 +74,10 @@ func (o *nsOwner) onThread(fn func(error)) {
 // (kill(2) and ptrace(2) compare against the target's real and saved
 // uid), and the namespace records RLIMIT_NPROC as unenforced for its
 // parent level, as before, since the creator's real uid is 0
-// (kernel/user_namespace.c enforced_nproc_rlimit). The euid change also sets the whole process's dumpable flag to
-// fs.suid_dumpable (kernel/cred.c commit_creds): a root-run sbx is not
-// dumpable from its first sandbox on.
+// (kernel/user_namespace.c enforced_nproc_rlimit). The euid change also
+// sets the whole process's dumpable flag to fs.suid_dumpable
+// (kernel/cred.c commit_creds): a root-run sbx is not dumpable from its
+// first sandbox on.
 func (o *nsOwner) becomeOn() error {
 	steps := []struct {
 		name string
