@@ -311,23 +311,37 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.cmd = cmd
 	started := make(chan error, 1)
 	exited := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that started the child exits,
-		// not the process (prctl(2), PR_SET_PDEATHSIG), so the start and
-		// the wait share one locked thread.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+	owner := ownerFor(job.Spec.ID)
+	startAndWait := func(err error) {
+		if err != nil {
 			started <- err
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			started <- startError(err)
 			return
 		}
 		started <- nil
 		exited <- cmd.Wait()
+	}
+	go func() {
+		// Pdeathsig fires when the thread that started the child exits,
+		// not the process (prctl(2), PR_SET_PDEATHSIG), so the start and
+		// the wait share one locked thread. Started by root, that thread
+		// takes the run's host uid first, so that it owns the sandbox's
+		// user namespace, and is never given back (nsOwner.onThread).
+		if owner != nil {
+			owner.onThread(startAndWait)
+			return
+		}
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		startAndWait(nil)
 	}()
 	s.tl.mark("sbx: prepared (pipes)")
 	if err := <-started; err != nil {
 		close(s.watchDone) // no watch: Close must not wait for one
-		return startError(err)
+		return err
 	}
 	s.tl.mark("sbx: clone+exec init (cmd.Start)")
 	p.closeChildEnds()
