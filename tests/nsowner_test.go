@@ -60,6 +60,10 @@ type holding struct {
 	cmd  *exec.Cmd
 	line string
 	se   *bytes.Buffer
+	// sbx is the pid of sbx itself: cmd's, or under make vmtest's
+	// SBX_TEST_WRAP the wrapper's child (sbxProcess). Signals go to it,
+	// as a wrapper need not forward them.
+	sbx int
 }
 
 // startHolding starts sbx with args and waits for the payload's first
@@ -92,13 +96,18 @@ func startHolding(t *testing.T, r runner, args ...string) *holding {
 		h.stop()
 		t.Fatalf("sbx %v: payload's first line %q: %v; sbx stderr: %s", args, h.line, err, h.se.String())
 	}
+	h.sbx = sbxProcess(t, cmd.Process.Pid)
 	return h
 }
 
 // stop ends the run: SIGTERM reaches the payload (sbx forwards it) and
 // sbx cleans up; SIGKILL only if that did not happen.
 func (h *holding) stop() {
-	h.cmd.Process.Signal(syscall.SIGTERM)
+	if h.sbx != 0 {
+		syscall.Kill(h.sbx, syscall.SIGTERM)
+	} else {
+		h.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	done := make(chan error, 1)
 	go func() { done <- h.cmd.Wait() }()
 	select {
@@ -129,7 +138,7 @@ func TestUserNSOwnedByRunUID(t *testing.T) {
 				payloads = append(payloads, pid)
 			}
 		}
-		inits := initsOf(h.cmd.Process.Pid)
+		inits := initsOf(h.sbx)
 		if len(payloads) == 0 || len(inits) != 1 {
 			t.Fatalf("payload pids %v, init pids %v: want the payload and one init", payloads, inits)
 		}
