@@ -29,7 +29,7 @@ func TestInitBinarySealed(t *testing.T) {
 			t.Fatalf("namespaces layer %q: want pid 1 to be sbx-init from a sealed memfd\nsbx: %s", d, out.stderr)
 		}
 
-		cmd, stdout, se := startHeld(t, r, data("reach_init_exe.py"))
+		cmd, stdout, se := startHeld(t, r, data("reach_init.py"), "exe")
 		line, err := stdout.ReadString('\n')
 		if err != nil {
 			t.Fatalf("payload: %q %v; sbx stderr %s", line, err, se.String())

@@ -24,7 +24,7 @@ import (
 func TestPayloadCannotReachInit(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		for _, profile := range []string{"standard", "strict", data("profiles/no-seccomp.toml")} {
-			res, out := r.result(t, "--profile", profile, data("reach_init.py"))
+			res, out := r.result(t, "--profile", profile, data("reach_init.py"), "process")
 			if res.Status != nsjail.StatusOK {
 				t.Fatalf("%s: status %s (%s), want ok\nstdout %s\nstderr %s\nsbx: %s", profile, res.Status, res.Message, res.Stdout, res.Stderr, out.stderr)
 			}
