@@ -3,7 +3,6 @@
 package tests
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestInitBinarySealed: `make sbx` embeds sbx-init, and every sandbox's
@@ -31,29 +29,8 @@ func TestInitBinarySealed(t *testing.T) {
 			t.Fatalf("namespaces layer %q: want pid 1 to be sbx-init from a sealed memfd\nsbx: %s", d, out.stderr)
 		}
 
-		cmd := r.command("exec", data("reach_init_exe.py"))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var se strings.Builder
-		cmd.Stderr = &se
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			// sbx forwards SIGTERM to the payload and cleans up.
-			cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				cmd.Process.Kill()
-				<-done
-			}
-		}()
-		line, err := bufio.NewReader(stdout).ReadString('\n')
+		cmd, stdout, se := startHeld(t, r, data("reach_init.py"), "exe")
+		line, err := stdout.ReadString('\n')
 		if err != nil {
 			t.Fatalf("payload: %q %v; sbx stderr %s", line, err, se.String())
 		}

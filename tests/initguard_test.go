@@ -4,7 +4,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -25,7 +24,7 @@ import (
 func TestPayloadCannotReachInit(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		for _, profile := range []string{"standard", "strict", data("profiles/no-seccomp.toml")} {
-			res, out := r.result(t, "--profile", profile, data("reach_init.py"))
+			res, out := r.result(t, "--profile", profile, data("reach_init.py"), "process")
 			if res.Status != nsjail.StatusOK {
 				t.Fatalf("%s: status %s (%s), want ok\nstdout %s\nstderr %s\nsbx: %s", profile, res.Status, res.Message, res.Stdout, res.Stderr, out.stderr)
 			}
@@ -45,6 +44,38 @@ func TestPayloadCannotReachInit(t *testing.T) {
 	})
 }
 
+// startHeld starts `sbx exec args...` as r for a payload that reports on
+// its stdout and then waits to be ended, while the test checks the
+// host's side. At the test's end SIGTERM reaches the payload (sbx
+// forwards it) and sbx cleans up; SIGKILL only if sbx has not exited
+// within 30s. It returns the command, the payload's stdout and sbx's
+// stderr.
+func startHeld(t *testing.T, r runner, args ...string) (*exec.Cmd, *bufio.Reader, *lockedBuffer) {
+	t.Helper()
+	cmd := r.command(append([]string{"exec"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	se := &lockedBuffer{}
+	cmd.Stderr = se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return cmd, bufio.NewReader(stdout), se
+}
+
 // TestHostQuotasSurviveSandbox: while a payload holds all it can of the
 // per-user kernel quotas that the kernel also charges to the user who
 // started sbx (inotify instances; queued real-time signals), a host
@@ -53,30 +84,8 @@ func TestPayloadCannotReachInit(t *testing.T) {
 // left the caller none (EMFILE, EAGAIN) for the run's lifetime.
 func TestHostQuotasSurviveSandbox(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
-		cmd := r.command("exec", data("drain_quotas.py"))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var se bytes.Buffer
-		cmd.Stderr = &se
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			// SIGTERM reaches the payload (sbx forwards it) and sbx
-			// cleans up; SIGKILL only if that did not happen.
-			cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				cmd.Process.Kill()
-				<-done
-			}
-		}()
-		line, err := readLine(bufio.NewReader(stdout))
+		_, stdout, se := startHeld(t, r, data("drain_quotas.py"))
+		line, err := readLine(stdout)
 		var inotify, signals int
 		if _, serr := fmt.Sscanf(line, "ready %d %d", &inotify, &signals); err != nil || serr != nil {
 			t.Fatalf("payload: %q %v %v; sbx stderr %s", line, err, serr, se.String())

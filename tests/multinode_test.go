@@ -22,19 +22,63 @@ import (
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
-// cluster is three `sbx serve` nodes behind a real HAProxy configured
-// from deploy/haproxy/sbx.cfg. The test holds each node's listening
-// socket and passes it in LISTEN_FDS, as systemd's sbx.socket does: a
-// node restarted after SIGKILL or a drain is on the same address, which
-// the HAProxy configuration names.
+// cluster is three `sbx serve` nodes behind a real load balancer (bal)
+// configured from its documented configuration under deploy/. The test
+// holds each node's listening socket and passes it in LISTEN_FDS, as
+// systemd's sbx.socket does: a node restarted after SIGKILL or a drain is
+// on the same address, which the configuration names.
 type cluster struct {
-	t       *testing.T
-	r       runner
-	lb      string // http://127.0.0.1:PORT
-	socks   [3]*net.TCPListener
-	nodes   [3]*server
-	haproxy *exec.Cmd
-	hlog    *lockedBuffer
+	t     *testing.T
+	r     runner
+	bal   balancer
+	lb    string // http://127.0.0.1:PORT
+	socks [3]*net.TCPListener
+	nodes [3]*server
+	lbCmd *exec.Cmd
+	lbLog *lockedBuffer
+}
+
+// balancer is what the deployment tests vary: the load balancer in
+// front of the nodes and how its documented configuration is run.
+type balancer struct {
+	name   string // in messages: "HAProxy", "nginx"
+	prog   string // its program
+	pkg    string // the Debian package that has it
+	config string // its documented configuration, relative to tests/
+	// server is the text of config that names node i at addr: the test
+	// finds it with the documented addr (127.0.0.1:1837N), then puts the
+	// node's socket in place of that addr.
+	server func(i int, addr string) string
+	// listen is config's directive for the front end on 127.0.0.1:port
+	// (documented: 8377).
+	listen func(port int) string
+	// command writes text (config with the test's addresses) where the
+	// balancer reads it, and returns the command that runs it in the
+	// foreground as one process, which the test ends by its pid.
+	command func(t *testing.T, r runner, prog, text string) *exec.Cmd
+	// healthChecked: it polls /readyz and takes a draining node out of
+	// the rotation (HAProxy). Without an active check (nginx) a draining
+	// node's 503s are sent on to another node.
+	healthChecked bool
+}
+
+// haproxyLB is Debian's HAProxy with deploy/haproxy/sbx.cfg.
+var haproxyLB = balancer{
+	name:   "HAProxy",
+	prog:   "haproxy",
+	pkg:    "haproxy",
+	config: "../deploy/haproxy/sbx.cfg",
+	server: func(i int, addr string) string { return "server " + nodeName(i) + " " + addr },
+	listen: func(port int) string { return fmt.Sprintf("bind 127.0.0.1:%d", port) },
+	command: func(t *testing.T, _ runner, prog, text string) *exec.Cmd {
+		path := filepath.Join(t.TempDir(), "haproxy.cfg")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// -db: foreground, no daemon.
+		return exec.Command(prog, "-db", "-f", path)
+	},
+	healthChecked: true,
 }
 
 func nodeName(i int) string { return fmt.Sprintf("sbx-%d", i+1) }
@@ -48,10 +92,13 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func startCluster(t *testing.T, r runner) *cluster {
-	hap := lookTool(t, "haproxy", "haproxy")
-	c := &cluster{t: t, r: r, hlog: &lockedBuffer{}}
-	cfg, err := os.ReadFile("../deploy/haproxy/sbx.cfg")
+// startCluster starts the three nodes and bal in front of them, on its
+// documented configuration with only its addresses replaced, and waits
+// until each node has answered through it.
+func startCluster(t *testing.T, r runner, bal balancer) *cluster {
+	prog := lookTool(t, bal.prog, bal.pkg)
+	c := &cluster{t: t, r: r, bal: bal, lbLog: &lockedBuffer{}}
+	cfg, err := os.ReadFile(bal.config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,41 +111,35 @@ func startCluster(t *testing.T, r runner) *cluster {
 		t.Cleanup(func() { ln.Close() })
 		c.socks[i] = ln
 		old := fmt.Sprintf("127.0.0.1:1837%d", i+1)
-		if !strings.Contains(text, "server "+nodeName(i)+" "+old) {
-			t.Fatalf("deploy/haproxy/sbx.cfg has no server %s %s", nodeName(i), old)
+		if !strings.Contains(text, bal.server(i, old)) {
+			t.Fatalf("%s has no %q for %s", bal.config, bal.server(i, old), nodeName(i))
 		}
 		text = strings.ReplaceAll(text, old, ln.Addr().String())
 		c.startNode(i)
 	}
 	port := freePort(t)
-	if !strings.Contains(text, "bind 127.0.0.1:8377") {
-		t.Fatal("deploy/haproxy/sbx.cfg does not bind 127.0.0.1:8377")
+	if !strings.Contains(text, bal.listen(8377)) {
+		t.Fatalf("%s has no %q", bal.config, bal.listen(8377))
 	}
-	text = strings.ReplaceAll(text, "bind 127.0.0.1:8377", fmt.Sprintf("bind 127.0.0.1:%d", port))
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// -db: foreground, no daemon; the test ends it by its pid.
-	c.haproxy = exec.Command(hap, "-db", "-f", path)
-	c.haproxy.Stdout, c.haproxy.Stderr = c.hlog, c.hlog
-	if err := c.haproxy.Start(); err != nil {
+	text = strings.ReplaceAll(text, bal.listen(8377), bal.listen(port))
+	c.lbCmd = bal.command(t, r, prog, text)
+	c.lbCmd.Stdout, c.lbCmd.Stderr = c.lbLog, c.lbLog
+	if err := c.lbCmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { c.haproxy.Wait(); close(done) }()
+	go func() { c.lbCmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		c.haproxy.Process.Signal(syscall.SIGTERM)
+		c.lbCmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			c.haproxy.Process.Kill()
+			c.lbCmd.Process.Kill()
 			<-done
 		}
 	})
 	c.lb = fmt.Sprintf("http://127.0.0.1:%d", port)
-	// Ready when each node has answered through HAProxy.
-	c.waitFor(60*time.Second, "every node in HAProxy's rotation", func() bool {
+	c.waitFor(60*time.Second, "every node answering through "+bal.name, func() bool {
 		seen := map[string]bool{}
 		for range 30 {
 			if resp, err := http.Get(c.lb + "/readyz"); err == nil {
@@ -134,7 +175,7 @@ func (c *cluster) waitFor(d time.Duration, what string, ok func() bool) {
 	deadline := time.Now().Add(d)
 	for !ok() {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("not within %v: %s\nhaproxy:\n%s", d, what, c.hlog)
+			c.t.Fatalf("not within %v: %s\n%s:\n%s", d, what, c.bal.name, c.lbLog)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -223,6 +264,113 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// checkSpread sends one-shot runs through the balancer from 6 workers
+// until 30 are answered: none fails, and each node got some.
+func (c *cluster) checkSpread() {
+	t := c.t
+	t.Helper()
+	stop := make(chan struct{})
+	l := c.load(6, stop)
+	c.waitFor(120*time.Second, "30 one-shot runs through "+c.bal.name, func() bool { return l.total.Load() >= 30 })
+	close(stop)
+	l.wg.Wait()
+	spread, fails := l.snapshot()
+	t.Logf("%s spread: %d requests, per node %v, %d failed", c.bal.name, l.total.Load(), spread, len(fails))
+	if len(fails) > 0 {
+		t.Errorf("one-shot runs through %s failed: %v", c.bal.name, fails)
+	}
+	for i := range 3 {
+		if spread[nodeName(i)] == 0 {
+			t.Errorf("node %s got none of the one-shot runs: %v", nodeName(i), spread)
+		}
+	}
+}
+
+// sessionsByNode creates sessions through the balancer (2 a node), checks
+// each stays on its node (checkSessionsStayOnTheirNodes), and returns
+// them by node.
+func (c *cluster) sessionsByNode() map[string][]lbSession {
+	sess := checkSessionsStayOnTheirNodes(c.t, c.lb, []string{nodeName(0), nodeName(1), nodeName(2)}, 2)
+	onNode := map[string][]lbSession{}
+	for _, s := range sess {
+		onNode[s.node] = append(onNode[s.node], s)
+	}
+	return onNode
+}
+
+// checkDrain drains sbx-1 by SIGTERM under load through the balancer,
+// with a 4s run in flight on it: the run finishes, sbx-1 exits cleanly,
+// and no request through the balancer fails. A health-checked balancer
+// saw sbx-1's /readyz go 503 "draining" and sends it nothing once it
+// exited; restarted, sbx-1 takes runs again, and its sessions (sess),
+// which ended with the drain, are 404 from it.
+func (c *cluster) checkDrain(sess []lbSession) {
+	t := c.t
+	t.Helper()
+	mark := marker(t)
+	t.Cleanup(func() { killMarked(mark) })
+	n1 := c.nodes[0]
+	if c.bal.healthChecked {
+		if code, body := get(n1.base + "/readyz"); code != 200 {
+			t.Fatalf("sbx-1 /readyz before the drain: %d %s", code, body)
+		}
+	}
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := (&cluster{lb: n1.base}).run(map[string]any{"argv": []string{"python3", "-c", "import time; time.sleep(4)", mark}})
+		inflight <- err
+	}()
+	c.waitFor(30*time.Second, "the long run started on sbx-1", func() bool { return len(processesWith(mark)) > 0 })
+	stop := make(chan struct{})
+	l := c.load(4, stop)
+	time.Sleep(time.Second)
+	start := time.Now()
+	n1.cmd.Process.Signal(syscall.SIGTERM)
+	if c.bal.healthChecked {
+		time.Sleep(300 * time.Millisecond)
+		if code, body := get(n1.base + "/readyz"); code != 503 || !strings.Contains(body, "draining") {
+			t.Errorf("sbx-1 /readyz while draining: %d %s, want 503 draining", code, body)
+		}
+	}
+	select {
+	case err := <-n1.exited:
+		if err != nil {
+			t.Errorf("sbx-1 after its drain: %v\n%s", err, n1.stderr)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("sbx-1 did not exit after SIGTERM:\n%s", n1.stderr)
+	}
+	drain := time.Since(start)
+	n1.cmd.ProcessState = &os.ProcessState{} // exited: its cleanup has nothing to stop
+	if err := <-inflight; err != nil {
+		t.Errorf("the run in flight on sbx-1 during its drain: %v", err)
+	}
+	after, _ := l.snapshot()
+	if c.bal.healthChecked {
+		time.Sleep(2 * time.Second)
+		during := after
+		after, _ = l.snapshot()
+		if after["sbx-1"] != during["sbx-1"] {
+			t.Errorf("sbx-1 answered runs after its drain ended: %d then %d", during["sbx-1"], after["sbx-1"])
+		}
+	}
+	c.startNode(0)
+	c.waitFor(60*time.Second, "sbx-1 taking runs through "+c.bal.name+" after its restart", func() bool {
+		m, _ := l.snapshot()
+		return m["sbx-1"] > after["sbx-1"]
+	})
+	// Its sessions ended with the drain: 404 from sbx-1 now.
+	c.waitRouted(sess[0])
+	checkGone(t, c.lb, sess)
+	close(stop)
+	l.wg.Wait()
+	perNode, fails := l.snapshot()
+	t.Logf("%s drain: sbx-1 drained in %v with a 4s run in flight; %d requests through it meanwhile, per node %v, %d failed", c.bal.name, drain.Round(time.Millisecond), l.total.Load(), perNode, len(fails))
+	if len(fails) > 0 {
+		t.Errorf("requests failed through %s while sbx-1 drained: %d of %d: %v", c.bal.name, len(fails), l.total.Load(), fails)
+	}
+}
+
 // TestDeployMultiNode: three `sbx serve` behind Debian's HAProxy with
 // deploy/haproxy/sbx.cfg. One-shot runs spread over all three. SIGTERM
 // drains a node under load: its /readyz goes 503, HAProxy takes it out,
@@ -240,33 +388,15 @@ func get(url string) (int, string) {
 // mounts, TMPDIR), and after its restart it takes runs again.
 func TestDeployMultiNode(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
-		c := startCluster(t, r)
+		c := startCluster(t, r, haproxyLB)
 
 		// 1. Spread.
-		stop := make(chan struct{})
-		l := c.load(6, stop)
-		c.waitFor(120*time.Second, "30 one-shot runs", func() bool { return l.total.Load() >= 30 })
-		close(stop)
-		l.wg.Wait()
-		spread, fails := l.snapshot()
-		t.Logf("spread: %d requests, per node %v, %d failed", l.total.Load(), spread, len(fails))
-		if len(fails) > 0 {
-			t.Errorf("one-shot runs failed: %v", fails)
-		}
-		for i := range 3 {
-			if spread[nodeName(i)] == 0 {
-				t.Errorf("node %s got none of the one-shot runs: %v", nodeName(i), spread)
-			}
-		}
+		c.checkSpread()
 
 		// 1b. Sessions: created through HAProxy, each cell answered by
 		// the session's own node, whose name starts the id; a node asked
 		// directly for another's session answers 421 naming it.
-		sess := checkSessionsStayOnTheirNodes(t, c.lb, []string{nodeName(0), nodeName(1), nodeName(2)}, 2)
-		onNode := map[string][]lbSession{}
-		for _, s := range sess {
-			onNode[s.node] = append(onNode[s.node], s)
-		}
+		onNode := c.sessionsByNode()
 		for i := range 3 {
 			other := (i + 1) % 3
 			checkMisdirected(t, c.nodes[other].base, nodeName(other), onNode[nodeName(i)][0])
@@ -274,61 +404,7 @@ func TestDeployMultiNode(t *testing.T) {
 		checkHeaderRoutes(t, c.lb, onNode[nodeName(1)][0], nodeName(2))
 
 		// 2. Drain sbx-1 under load, with a run in flight on it.
-		mark := marker(t)
-		defer killMarked(mark)
-		n1 := c.nodes[0]
-		if code, body := get(n1.base + "/readyz"); code != 200 {
-			t.Fatalf("sbx-1 /readyz before the drain: %d %s", code, body)
-		}
-		inflight := make(chan error, 1)
-		go func() {
-			_, err := (&cluster{lb: n1.base}).run(map[string]any{"argv": []string{"python3", "-c", "import time; time.sleep(4)", mark}})
-			inflight <- err
-		}()
-		c.waitFor(30*time.Second, "the long run started on sbx-1", func() bool { return len(processesWith(mark)) > 0 })
-		stop = make(chan struct{})
-		l = c.load(4, stop)
-		time.Sleep(time.Second)
-		start := time.Now()
-		n1.cmd.Process.Signal(syscall.SIGTERM)
-		time.Sleep(300 * time.Millisecond)
-		if code, body := get(n1.base + "/readyz"); code != 503 || !strings.Contains(body, "draining") {
-			t.Errorf("sbx-1 /readyz while draining: %d %s, want 503 draining", code, body)
-		}
-		select {
-		case err := <-n1.exited:
-			if err != nil {
-				t.Errorf("sbx-1 after its drain: %v\n%s", err, n1.stderr)
-			}
-		case <-time.After(90 * time.Second):
-			t.Fatalf("sbx-1 did not exit after SIGTERM:\n%s", n1.stderr)
-		}
-		drain := time.Since(start)
-		n1.cmd.ProcessState = &os.ProcessState{} // exited: its cleanup has nothing to stop
-		if err := <-inflight; err != nil {
-			t.Errorf("the run in flight on sbx-1 during its drain: %v", err)
-		}
-		during, _ := l.snapshot()
-		time.Sleep(2 * time.Second)
-		after, _ := l.snapshot()
-		if after["sbx-1"] != during["sbx-1"] {
-			t.Errorf("sbx-1 answered runs after its drain ended: %d then %d", during["sbx-1"], after["sbx-1"])
-		}
-		c.startNode(0)
-		c.waitFor(60*time.Second, "sbx-1 back in the rotation after its restart", func() bool {
-			m, _ := l.snapshot()
-			return m["sbx-1"] > after["sbx-1"]
-		})
-		// Its sessions ended with the drain: 404 from sbx-1 now.
-		c.waitRouted(onNode[nodeName(0)][0])
-		checkGone(t, c.lb, onNode[nodeName(0)])
-		close(stop)
-		l.wg.Wait()
-		perNode, fails := l.snapshot()
-		t.Logf("drain: sbx-1 drained in %v with a 4s run in flight; %d requests through HAProxy meanwhile, per node %v, %d failed", drain.Round(time.Millisecond), l.total.Load(), perNode, len(fails))
-		if len(fails) > 0 {
-			t.Errorf("requests failed while sbx-1 drained: %d of %d: %v", len(fails), l.total.Load(), fails)
-		}
+		c.checkDrain(onNode[nodeName(0)])
 
 		// 3. SIGKILL sbx-2 with a run in flight.
 		mark2 := marker(t)
@@ -358,8 +434,8 @@ func TestDeployMultiNode(t *testing.T) {
 		heldProcs := procsBelow(n2.cmd.Process.Pid)
 		heldCgroups := sessionCgroups(s2ids)
 		t.Logf("sbx-2 at its SIGKILL: %d sessions, %d processes below it, session cgroups %v", len(s2), len(heldProcs), heldCgroups)
-		stop = make(chan struct{})
-		l = c.load(4, stop)
+		stop := make(chan struct{})
+		l := c.load(4, stop)
 		time.Sleep(time.Second)
 		killedAt := time.Now()
 		n2.cmd.Process.Kill()
@@ -422,7 +498,7 @@ func TestDeployMultiNode(t *testing.T) {
 		if m := mountsOf(append(s2ids, n2.tmp)); len(m) > 0 {
 			t.Errorf("host mounts of the SIGKILLed sbx-2's sessions: %v", m)
 		}
-		perNode, fails = l.snapshot()
+		perNode, fails := l.snapshot()
 		t.Logf("SIGKILL: %d requests through HAProxy around it, per node %v, %d failed: %v", l.total.Load(), perNode, len(fails), fails)
 		// The runs sbx-2 held when it died (2 running, 8 queued at most)
 		// fail as HTTP errors; none gets a 200 with a Result that lies.

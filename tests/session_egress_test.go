@@ -101,6 +101,33 @@ func scrapeState(t *testing.T, s *server) serverState {
 	return st
 }
 
+// checkBackToRest waits (30s at most) until the server holds no more fds
+// and goroutines than at base and no connection to the allowed host
+// (port p) is open, then checks that, and that no cgroup of the sessions
+// ids is left, after what ended them. It returns the server's state.
+func checkBackToRest(t *testing.T, s *server, base serverState, p, after string, ids ...string) serverState {
+	t.Helper()
+	var rest serverState
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		rest = scrapeState(t, s)
+		if (rest.fds <= base.fds && rest.goroutines <= base.goroutines && established(t, p) == 0) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if rest.fds > base.fds || rest.goroutines > base.goroutines {
+		t.Errorf("not back to rest after %s: fds %v (was %v), goroutines %v (was %v)", after, rest.fds, base.fds, rest.goroutines, base.goroutines)
+	}
+	if n := established(t, p); n > 0 {
+		t.Errorf("%d connections to the allowed host left after %s", n, after)
+	}
+	for _, id := range ids {
+		if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
+			t.Errorf("cgroups of session %s left: %v", id, cg)
+		}
+	}
+	return rest
+}
+
 // checkEgress checks that ex lists exactly one attempt, to host, allowed
 // or not, and that its summary counts it.
 func checkEgress(t *testing.T, what string, ex *nsjail.Execution, host string, allowed bool) {
@@ -237,23 +264,8 @@ func TestSessionEgress(t *testing.T) {
 		if resp.StatusCode != 204 {
 			t.Fatalf("DELETE: %s", resp.Status)
 		}
-		var rest serverState
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			rest = scrapeState(t, s)
-			if (rest.fds <= base.fds && rest.goroutines <= base.goroutines) || time.Now().After(deadline) {
-				break
-			}
-		}
+		rest := checkBackToRest(t, s, base, p, "DELETE", id)
 		t.Logf("fds %v -> %v (session open) -> %v, goroutines %v -> %v -> %v", base.fds, after.fds, rest.fds, base.goroutines, after.goroutines, rest.goroutines)
-		if rest.fds > base.fds || rest.goroutines > base.goroutines {
-			t.Errorf("not back to rest after DELETE: fds %v (was %v), goroutines %v (was %v)", rest.fds, base.fds, rest.goroutines, base.goroutines)
-		}
-		if n := established(t, p); n > 0 {
-			t.Errorf("%d connections to the allowed host left after DELETE", n)
-		}
-		if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
-			t.Errorf("cgroups of session %s left: %v", id, cg)
-		}
 	})
 }
 
@@ -395,24 +407,7 @@ func TestSessionEgressHeldConnections(t *testing.T) {
 		if !gone {
 			t.Fatalf("the idle session did not end within 60s")
 		}
-		var rest serverState
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			rest = scrapeState(t, s)
-			if (rest.fds <= base.fds && rest.goroutines <= base.goroutines && established(t, p) == 0) || time.Now().After(deadline) {
-				break
-			}
-		}
-		if rest.fds > base.fds || rest.goroutines > base.goroutines {
-			t.Errorf("not back to rest after the kill and the idle end: fds %v (was %v), goroutines %v (was %v)", rest.fds, base.fds, rest.goroutines, base.goroutines)
-		}
-		if n := established(t, p); n > 0 {
-			t.Errorf("%d connections to the host left after the idle end", n)
-		}
-		for _, sid := range []string{id, idle} {
-			if cg := cgroupsNamed("sbx-" + sid); len(cg) > 0 {
-				t.Errorf("cgroups of session %s left: %v", sid, cg)
-			}
-		}
+		checkBackToRest(t, s, base, p, "the kill and the idle end", id, idle)
 	})
 }
 
