@@ -99,7 +99,10 @@ type Config[S Handle] struct {
 // payload start and exit took several ms longer. So the replacement
 // starts once the claimed sandbox's init has ended (Handle.Done), or
 // after this long if the run goes on: a long run holds its replacement
-// back by no more than this. Misses still grow the target at once.
+// back by no more than this. A claim that leaves none ready is not
+// deferred: the next request would miss and run cold (several times a
+// warm run's cost), so under demand the refill starts at once, as does
+// the growth a miss asks for.
 const DefaultRefillAfter = time.Second
 
 // Backoff between failed starts: doubling from backoffMin to backoffMax,
@@ -297,7 +300,7 @@ func (p *Pool[S]) manage() {
 		}
 		n := 0
 		if now.After(p.retryAt) {
-			n = p.target - len(p.idle) - p.starting - p.deferred
+			n = p.target - len(p.idle) - p.starting - p.pending()
 			if p.failures > 0 {
 				n = min(n, 1) // probe one at a time while failing
 			}
@@ -308,7 +311,7 @@ func (p *Pool[S]) manage() {
 			go p.startOne()
 		}
 		wait := time.Duration(0)
-		if n <= 0 && p.target > len(p.idle)+p.starting+p.deferred && p.retryAt.After(now) {
+		if n <= 0 && p.target > len(p.idle)+p.starting+p.pending() && p.retryAt.After(now) {
 			wait = p.retryAt.Sub(now)
 		}
 		p.mu.Unlock()
@@ -327,6 +330,15 @@ func (p *Pool[S]) manage() {
 		case <-retry:
 		}
 	}
+}
+
+// pending are the deferred refills the manager holds back: none when no
+// sandbox is ready (DefaultRefillAfter says why). p.mu is held.
+func (p *Pool[S]) pending() int {
+	if len(p.idle) == 0 {
+		return 0
+	}
+	return p.deferred
 }
 
 // refillAfter lets the manager replace a claimed sandbox once its run has
