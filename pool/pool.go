@@ -333,9 +333,11 @@ func (p *Pool[S]) manage() {
 }
 
 // pending are the deferred refills the manager holds back: none when no
-// sandbox is ready (DefaultRefillAfter says why). p.mu is held.
+// sandbox is ready (DefaultRefillAfter says why), nor when more than one
+// claimed run goes on (a server under load: refilling at once kept its
+// runs/s). p.mu is held.
 func (p *Pool[S]) pending() int {
-	if len(p.idle) == 0 {
+	if len(p.idle) == 0 || p.deferred > 1 {
 		return 0
 	}
 	return p.deferred
