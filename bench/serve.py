@@ -5,10 +5,10 @@ cold `sbx exec` and bare python3, in one interleaved run (issue 14).
 A report, never a test. One `sbx serve --pool standard=8,data=2` on
 127.0.0.1 (a random port), as the user running the bench. Every round
 runs each runner once in a rotated order, so load that comes and goes on
-a shared machine lands on all of them alike; before each warm sample the
-bench waits until every pool is full again, so a sample is a claim of a
-ready sandbox (its refill is the pool's background work, not the
-request's). Rows:
+a shared machine lands on all of them alike; before each sample (warm,
+cold or bare) the bench waits until every pool is full again, so a warm
+sample is a claim of a ready sandbox and no sample shares the CPUs with
+a refill (the pool's background work, not any request's). Rows:
 
   print(1)   wall of one run: an HTTP POST /v1/exec {"code": "print(1)"}
              from send to the parsed Result (the sandbox was built
@@ -192,8 +192,7 @@ def main():
             names = list(runners)
             for j in range(len(names)):
                 n = names[(i + j) % len(names)]
-                if n == "warm":
-                    srv.wait_full()
+                srv.wait_full()
                 w, res = runners[n]()
                 wall[n].append(w * 1000)
                 if res is not None and not res.get("pooled"):
@@ -204,8 +203,8 @@ def main():
         pw, pc, pmiss = [], [], 0
         for i in range(prounds):
             for j in range(2):
+                srv.wait_full()
                 if (i + j) % 2 == 0:
-                    srv.wait_full()
                     w, res = srv.run(gb)
                     pw.append(w * 1000)
                     pmiss += not res.get("pooled")

@@ -87,7 +87,23 @@ type Config[S Handle] struct {
 	// OnStart, if set, is told of every start's duration and error (a
 	// metrics histogram and counter); it must not block.
 	OnStart func(d time.Duration, err error)
+	// RefillAfter bounds how long the refill of a claimed sandbox waits
+	// for that sandbox's run to end; 0: DefaultRefillAfter.
+	RefillAfter time.Duration
 }
+
+// DefaultRefillAfter is Config.RefillAfter's default. A refill started at
+// claim time builds a sandbox (clone, mounts, an interpreter with its
+// preload: tens of ms of CPU) while the claimed run, which is what the
+// client waits for, needs the same CPUs: measured on 2 CPUs, the run's
+// payload start and exit took several ms longer. So the replacement
+// starts once the claimed sandbox's init has ended (Handle.Done), or
+// after this long if the run goes on: a long run holds its replacement
+// back by no more than this. A claim that leaves none ready is not
+// deferred: the next request would miss and run cold (several times a
+// warm run's cost), so under demand the refill starts at once, as does
+// the growth a miss asks for.
+const DefaultRefillAfter = time.Second
 
 // Backoff between failed starts: doubling from backoffMin to backoffMax,
 // reset by a success. A pool that cannot build sandboxes (a broken
@@ -131,6 +147,9 @@ type Pool[S Handle] struct {
 	mu       sync.Mutex
 	idle     []*entry[S] // oldest first
 	starting int
+	// deferred are claimed sandboxes whose replacement waits for their
+	// run to end (refillAfter): counted as filled until then.
+	deferred int
 	target   int
 	lastMiss time.Time
 	failures int       // consecutive start failures
@@ -161,6 +180,9 @@ func New[S Handle](cfg Config[S]) (*Pool[S], error) {
 	}
 	if cfg.IdleAfter <= 0 {
 		cfg.IdleAfter = time.Minute
+	}
+	if cfg.RefillAfter <= 0 {
+		cfg.RefillAfter = DefaultRefillAfter
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool[S]{cfg: cfg, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), target: cfg.Min, lastMiss: time.Now()}
@@ -200,6 +222,9 @@ func (p *Pool[S]) Claim(ctx context.Context) (S, bool) {
 		default:
 		}
 		p.st.Hits++
+		p.deferred++
+		p.wg.Add(1)
+		go p.refillAfter(e.sb)
 		return e.sb, true
 	}
 	p.st.Misses++
@@ -275,7 +300,7 @@ func (p *Pool[S]) manage() {
 		}
 		n := 0
 		if now.After(p.retryAt) {
-			n = p.target - len(p.idle) - p.starting
+			n = p.target - len(p.idle) - p.starting - p.pending()
 			if p.failures > 0 {
 				n = min(n, 1) // probe one at a time while failing
 			}
@@ -286,7 +311,7 @@ func (p *Pool[S]) manage() {
 			go p.startOne()
 		}
 		wait := time.Duration(0)
-		if n <= 0 && p.target > len(p.idle)+p.starting && p.retryAt.After(now) {
+		if n <= 0 && p.target > len(p.idle)+p.starting+p.pending() && p.retryAt.After(now) {
 			wait = p.retryAt.Sub(now)
 		}
 		p.mu.Unlock()
@@ -305,6 +330,35 @@ func (p *Pool[S]) manage() {
 		case <-retry:
 		}
 	}
+}
+
+// pending are the deferred refills the manager holds back: none when no
+// sandbox is ready (DefaultRefillAfter says why), nor when more than one
+// claimed run goes on (a server under load: refilling at once kept its
+// runs/s). p.mu is held.
+func (p *Pool[S]) pending() int {
+	if len(p.idle) == 0 || p.deferred > 1 {
+		return 0
+	}
+	return p.deferred
+}
+
+// refillAfter lets the manager replace a claimed sandbox once its run has
+// ended, or RefillAfter after the claim, whichever comes first
+// (DefaultRefillAfter says why), or at Close.
+func (p *Pool[S]) refillAfter(sb S) {
+	defer p.wg.Done()
+	t := time.NewTimer(p.cfg.RefillAfter)
+	defer t.Stop()
+	select {
+	case <-sb.Done():
+	case <-t.C:
+	case <-p.ctx.Done():
+	}
+	p.mu.Lock()
+	p.deferred--
+	p.mu.Unlock()
+	p.poke()
 }
 
 // startOne builds one sandbox within the budget and adds it to the idle

@@ -269,3 +269,47 @@ func TestConfig(t *testing.T) {
 		t.Error("no Start accepted")
 	}
 }
+
+// TestRefillWaitsForClaimedRun: the replacement of a claimed sandbox
+// starts once its run has ended (Done), not at claim, where it would
+// compete for the CPUs with the run the client waits for; a run that
+// goes on past RefillAfter holds it back no longer than that, and a
+// claim that leaves none ready is not held back at all.
+func TestRefillWaitsForClaimedRun(t *testing.T) {
+	fs := &fakes{delay: time.Millisecond}
+	p := newPool(t, fs, Config[*fake]{Profile: "x", Min: 2, RefillAfter: time.Hour})
+	eventually(t, "2 idle", func() bool { return p.Stats().Idle == 2 })
+	sb, ok := p.Claim(context.Background())
+	if !ok {
+		t.Fatal("a miss with a sandbox idle")
+	}
+	// The manager wakes at the claim and on its tick (a second): give it
+	// both before checking that nothing started.
+	time.Sleep(1500 * time.Millisecond)
+	if n := fs.attempts.Load(); n != 2 {
+		t.Fatalf("%d starts while the claimed sandbox runs: want the refill to wait for its end", n)
+	}
+	// A claim that leaves none ready refills at once, as does the one
+	// held back until then: the next request would miss.
+	sb2, ok := p.Claim(context.Background())
+	if !ok {
+		t.Fatal("a miss with a sandbox idle")
+	}
+	eventually(t, "refilled at once when none is left ready", func() bool { return p.Stats().Idle == 2 })
+	sb.Close()
+	sb2.Close()
+	p.Close()
+	fs.allClosed(t)
+
+	fs = &fakes{delay: time.Millisecond}
+	p = newPool(t, fs, Config[*fake]{Profile: "x", Min: 1, RefillAfter: 50 * time.Millisecond})
+	eventually(t, "1 idle", func() bool { return p.Stats().Idle == 1 })
+	long, ok := p.Claim(context.Background())
+	if !ok {
+		t.Fatal("a miss with a sandbox idle")
+	}
+	eventually(t, "refilled while a long run goes on", func() bool { return p.Stats().Idle == 1 })
+	p.Close()
+	long.Close()
+	fs.allClosed(t)
+}

@@ -326,3 +326,49 @@ func TestServePoolQuickExits(t *testing.T) {
 		}
 	})
 }
+
+// TestServePoolRefillAfterRun: the replacement of a claimed sandbox is
+// not built while the claimed run goes on (it would take the CPUs the
+// run needs: issue 14's warm p50), only after it ends or a second
+// (pool.DefaultRefillAfter) after the claim; then the pool is full again.
+// (The pool has two: a claim that leaves none ready refills at once.)
+// The pool is read as soon as the payload's first line arrives; a read
+// that comes later than 800 ms after the request cannot tell, and is
+// tried again.
+func TestServePoolRefillAfterRun(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		s := startServe(t, r, "", "--pool", "standard=2", "--max-concurrent", "4")
+		for attempt := 1; ; attempt++ {
+			before := s.waitIdle("standard", 2)
+			t0 := time.Now()
+			resp, ch := s.stream(map[string]any{"code": "import time\nprint('go', flush=True)\ntime.sleep(3)"})
+			var during *poolInfo
+			var took time.Duration
+			var res map[string]any
+			for l := range ch {
+				if l.ev["type"] == "stdout" && during == nil {
+					during, took = s.pool("standard"), time.Since(t0)
+				}
+				if l.ev["type"] == "result" {
+					res, _ = l.ev["result"].(map[string]any)
+				}
+			}
+			resp.Body.Close()
+			if res["pooled"] != true || res["status"] != "ok" || during == nil {
+				t.Fatalf("the run: %v (pool while it ran: %+v)\n%s", res, during, s.stderr)
+			}
+			if refilling := during.Idle != 1 || during.Starting > 0 || during.Started > before.Started; refilling {
+				if took > 800*time.Millisecond && attempt < 3 {
+					t.Logf("attempt %d: the pool was read %v after the request: too late to tell", attempt, took)
+					continue
+				}
+				t.Fatalf("%v after the request, while the claimed run goes on, the pool already refills: %+v (before the claim: %+v)", took, during, before)
+			}
+			after := s.waitIdle("standard", 2)
+			if after.Started != before.Started+1 || after.Hits != before.Hits+1 {
+				t.Errorf("after the run: %+v, want one hit and one start more than %+v", after, before)
+			}
+			return
+		}
+	})
+}
