@@ -143,9 +143,9 @@ vmtest: deps
 	$(GO) test -c -o $(VMDIR)/cgroup.test ./cgroup
 	cd cgroup && $(VMTEST) -r $(VMDIR) -e SBX_CGROUP_WANT=cgroup2 $(VMDIR)/cgroup.test
 	@mkdir -p $(dir $(SUMMARY))
-	cd tests && $(TESTSUM) -label "VM, run as root" -o $(CURDIR)/$(SUMMARY)-vm-root -- $(VMTEST) -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
+	cd tests && $(TESTSUM) -label "VM, run as root" -o $(CURDIR)/$(SUMMARY)-vm-root -- $(VMTEST) -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_SLOWCPU=1 -e SBX_TEST_CGROUP=cgroup2 \
 		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
-	cd tests && $(TESTSUM) -label "VM, run as uid 1000" -o $(CURDIR)/$(SUMMARY)-vm-user -- $(VMTEST) -u 1000 -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_CGROUP=cgroup2 \
+	cd tests && $(TESTSUM) -label "VM, run as uid 1000" -o $(CURDIR)/$(SUMMARY)-vm-user -- $(VMTEST) -u 1000 -r $(CURDIR) -r $(VMDIR) -e SBX_BIN=$(VMDIR)/sbx -e SBX_MUST_WORK=1 -e SBX_TEST_SLOWCPU=1 -e SBX_TEST_CGROUP=cgroup2 \
 		-e SBX_TEST_DELEGATED=1 -e SBX_TEST_WRAP=$(CURDIR)/tests/vm/own-cgroup.sh \
 		$(VMDIR)/integration.test -test.v -test.run '$(VMTESTS)'
 	rm -rf $(VMDIR)
