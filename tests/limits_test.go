@@ -56,11 +56,18 @@ func wantCPUTotal(t *testing.T, r runner, res *nsjail.Result, out output, limit 
 	if strings.Contains(li.Note, "per process") {
 		t.Errorf("limits.cpu_time says per process: %+v", li)
 	}
-	at := time.Duration(li.AtKill) * time.Millisecond
-	if at < limit || at > limit+500*time.Millisecond {
-		t.Errorf("limits.cpu_time.at_kill %v, want within 0.5 s above %v (%s)", at, limit, res.Message)
+	// The kill lands within half a second of CPU past the limit; on make
+	// vmtest's emulated CPU the poll and the kill themselves take longer
+	// (seen: 1.57 s past, on two busy CPUs).
+	late, over := 500*time.Millisecond, time.Second
+	if slowCPU() {
+		late, over = 2*time.Second, 2500*time.Millisecond
 	}
-	if cpu := time.Duration(res.Usage.CPUMS) * time.Millisecond; cpu < limit-500*time.Millisecond || cpu > limit+time.Second {
+	at := time.Duration(li.AtKill) * time.Millisecond
+	if at < limit || at > limit+late {
+		t.Errorf("limits.cpu_time.at_kill %v, want within %v above %v (%s)", at, late, limit, res.Message)
+	}
+	if cpu := time.Duration(res.Usage.CPUMS) * time.Millisecond; cpu < limit-500*time.Millisecond || cpu > limit+over {
 		t.Errorf("usage.cpu_ms %v, want about %v", cpu, limit)
 	}
 }
