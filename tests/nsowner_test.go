@@ -3,8 +3,6 @@
 package tests
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -59,34 +57,36 @@ func realUID(pid int) (int, error) {
 type holding struct {
 	cmd  *exec.Cmd
 	line string
-	se   *bytes.Buffer
+	se   *lockedBuffer
 	// sbx is the pid of sbx itself: cmd's, or under make vmtest's
 	// SBX_TEST_WRAP the wrapper's child (sbxProcess). Signals go to it,
 	// as a wrapper need not forward them.
 	sbx int
 }
 
-// startHolding starts sbx with args and waits for the payload's first
-// line (at most two minutes on a loaded machine).
-func startHolding(t *testing.T, r runner, args ...string) *holding {
+// launchHolding starts `sbx exec args...` (startHeld) without waiting:
+// the channel gets the outcome of reading the payload's first line into
+// h.line, so that several sandboxes can start together.
+func launchHolding(t *testing.T, r runner, args ...string) (*holding, <-chan error) {
 	t.Helper()
-	cmd := r.command(args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &holding{cmd: cmd, se: &bytes.Buffer{}}
-	cmd.Stderr = h.se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout, se := startHeld(t, r, args...)
+	h := &holding{cmd: cmd, se: se}
 	got := make(chan error, 1)
 	go func() {
 		var err error
-		h.line, err = readLine(bufio.NewReader(stdout))
+		h.line, err = readLine(stdout)
 		got <- err
 		io.Copy(io.Discard, stdout)
 	}()
+	return h, got
+}
+
+// startHolding starts `sbx exec args...` and waits for the payload's first
+// line.
+func startHolding(t *testing.T, r runner, args ...string) *holding {
+	t.Helper()
+	h, got := launchHolding(t, r, args...)
+	var err error
 	select {
 	case err = <-got:
 	case <-time.After(2 * time.Minute):
@@ -94,9 +94,9 @@ func startHolding(t *testing.T, r runner, args ...string) *holding {
 	}
 	if err != nil {
 		h.stop()
-		t.Fatalf("sbx %v: payload's first line %q: %v; sbx stderr: %s", args, h.line, err, h.se.String())
+		t.Fatalf("sbx exec %v: payload's first line %q: %v; sbx stderr: %s", args, h.line, err, h.se.String())
 	}
-	h.sbx = sbxProcess(t, cmd.Process.Pid)
+	h.sbx = sbxProcess(t, h.cmd.Process.Pid)
 	return h
 }
 
@@ -127,7 +127,7 @@ func TestUserNSOwnedByRunUID(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		m := marker(t)
 		defer killMarked(m)
-		h := startHolding(t, r, "exec", data("sleeper.py"), m)
+		h := startHolding(t, r, data("sleeper.py"), m)
 		defer h.stop()
 		// The marker is in sbx's argv too: the payload is the one in
 		// another pid namespace.
@@ -202,29 +202,14 @@ func TestRootSandboxesLeaveRootInotify(t *testing.T) {
 			}
 		}
 	}()
-	ready := make(chan struct{}, n)
+	got := make([]<-chan error, n)
 	for i := range hs {
-		cmd := r.command("exec", data("drain_quotas.py"))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := &holding{cmd: cmd, se: &bytes.Buffer{}}
-		cmd.Stderr = h.se
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		hs[i] = h
-		go func() {
-			h.line, _ = readLine(bufio.NewReader(stdout))
-			ready <- struct{}{}
-			io.Copy(io.Discard, stdout)
-		}()
+		hs[i], got[i] = launchHolding(t, r, data("drain_quotas.py"))
 	}
 	timeout := time.After(3 * time.Minute)
-	for range hs {
+	for i := range hs {
 		select {
-		case <-ready:
+		case <-got[i]:
 		case <-timeout:
 			t.Fatal("the sandboxes did not all start within 3 minutes")
 		}
