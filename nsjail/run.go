@@ -573,6 +573,7 @@ func (s *supervisor) joinCgroupForClone() (*cgroup.ThreadMove, error) {
 	if s.cgErr != nil || s.cg == nil || s.cg.Mode() != cgroup.ModeV1 {
 		return nil, nil
 	}
+	s.tl.mark("sbx: clone waited for the cgroup (mkdir, limits)")
 	if unix.Gettid() == unix.Getpid() {
 		// The main thread (possible for an unprivileged sbx, whose start
 		// goroutine is locked wherever it ran: nsOwner.onThread avoids it
