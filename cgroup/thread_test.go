@@ -80,6 +80,20 @@ func TestJoinThread(t *testing.T) {
 			if err := <-other; !errors.Is(err, ErrThreadInside) {
 				return fmt.Errorf("LeaveThread on another thread = %v, want ErrThreadInside", err)
 			}
+			// A move back that fails (here: a tasks fd that is not open)
+			// says the thread is still inside, and names the file; the
+			// hierarchies that worked are left, the failed one is retried.
+			d0 := g.dirs[0]
+			fd := d0.homeTasksFD
+			d0.homeTasksFD = -1
+			err = m.LeaveThread()
+			d0.homeTasksFD = fd
+			if !errors.Is(err, ErrThreadInside) || !errors.Is(err, unix.EBADF) || !strings.Contains(err.Error(), filepath.Dir(d0.path)+"/tasks") {
+				return fmt.Errorf("LeaveThread with a bad fd = %v, want ErrThreadInside and EBADF naming %s/tasks", err, filepath.Dir(d0.path))
+			}
+			if len(m.joined) != 1 || m.joined[0] != d0 {
+				return fmt.Errorf("after a partial LeaveThread the thread is still joined in %d hierarchies, want 1", len(m.joined))
+			}
 			if err := m.LeaveThread(); err != nil {
 				return fmt.Errorf("LeaveThread: %w", err)
 			}
