@@ -285,3 +285,40 @@ func hostKernelAtLeast(major, minor int) bool {
 	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
 	return ma > major || ma == major && mi >= minor
 }
+
+// TestCgroupV1TimelineShowsTheMove: --debug-timings shows the cloning
+// thread's move into the sandbox's cgroup and back out around the clone,
+// and no attach after it (issue 13: every millisecond says where it
+// went).
+func TestCgroupV1TimelineShowsTheMove(t *testing.T) {
+	if !hostKernelAtLeast(5, 17) {
+		t.Skip("Linux before 5.17: sbx attaches the init after its clone there (commit 9a3284fad42f)")
+	}
+	forEach(t, func(t *testing.T, r runner) {
+		requireV1Group(t, r)
+		out := r.exec(t, "", "exec", "--pids", "64", "--debug-timings", "-c", "pass")
+		if out.code != 0 {
+			t.Fatalf("exit %d: %s", out.code, out.stderr)
+		}
+		steps := timelineSteps(out.stderr)
+		at := func(step string) int {
+			for i, s := range steps {
+				if s == step {
+					return i
+				}
+			}
+			return -1
+		}
+		order := []string{"sbx: clone waited for the cgroup (mkdir, limits)", "sbx: clone thread moved into the cgroup", "sbx: clone+exec init (cmd.Start)", "sbx: clone thread moved back out of the cgroup", "sbx: sandbox ready"}
+		for i, s := range order {
+			if at(s) < 0 {
+				t.Errorf("no step %q in the timeline:\n%s", s, out.stderr)
+			} else if i > 0 && at(order[i-1]) > at(s) {
+				t.Errorf("%q comes after %q:\n%s", order[i-1], s, out.stderr)
+			}
+		}
+		if at("sbx: init attached to its cgroup") >= 0 {
+			t.Errorf("the init was attached after its clone:\n%s", out.stderr)
+		}
+	})
+}
