@@ -147,6 +147,13 @@ type cgDir struct {
 	path        string
 	controllers []string // v1: the controllers of its hierarchy
 	fd          int
+	// v1 only, for JoinThread and LeaveThread (thread.go): this
+	// directory's tasks file and the one of sbx's own cgroup in the same
+	// hierarchy (the parent), opened by New, and that cgroup's path as
+	// /proc/self/cgroup names it. -1 when not open.
+	tasksFD, homeTasksFD int
+	homeCgroup           string
+	openErr              error // why they are not open
 }
 
 // New creates the sandbox's cgroup sbx-<id> below sbx's own cgroup and

@@ -91,8 +91,9 @@
 //     memory.oom_control=0, since oom_kill_disable is inherited from the
 //     parent. Everything the group's processes charge counts, page cache
 //     and kernel memory included, and the Go init too when it is born
-//     inside (CLONE_INTO_CGROUP); on v1 what the init charged before
-//     Attach stays charged to sbx's cgroup (charges do not move).
+//     inside (CLONE_INTO_CGROUP on v2, JoinThread on v1); when it is
+//     attached instead (the v1 fallback), what it charged before Attach
+//     stays charged to sbx's cgroup (charges do not move).
 //     memory.oom.group is left at 0: the OOM killer kills the largest
 //     process (the payload) and the init survives to report it.
 //   - pids: pids.max counts tasks, i.e. threads. A Go init has 4 threads
@@ -143,6 +144,7 @@
 //	New (5 hierarchies, 3 limits)   0.6-1.1 ms  (~42 syscalls; mkdir of a memcg dominates)
 //	Attach, idle > ~30 ms before    7.5-12 ms   (one RCU grace period, for all 5 hierarchies)
 //	Attach, back to back (< ~20 ms) 0.13-0.19 ms
+//	JoinThread + LeaveThread        0.2-0.6 ms  (a thread moving itself: no grace period, Linux 5.17+)
 //	CPUUsage                        1.2-1.5 µs  (one pread of a kept fd)
 //	Stats                           0.12 ms
 //	Kill + Destroy, 1 process       2.4-3.8 ms  (freeze, SIGKILL, thaw, wait until empty, rmdir x5)
@@ -155,7 +157,44 @@
 // period (24 ms vs 8 ms back to back there): the lock is the same
 // (cgroup_threadgroup_rwsem). CLONE_INTO_CGROUP (FD) avoids it entirely.
 //
-// # Attach before or while the init works (v1)
+// # The init is born in its group on v1 too (JoinThread)
+//
+// Writing a pid to cgroup.procs takes the global cgroup_threadgroup_rwsem
+// for writing, and its rcu_sync waits out an RCU grace period (above:
+// 7.5-12 ms after an idle gap, up to 20 ms seen) before the payload may be
+// forked. A thread that moves itself ("0" to a v1 tasks file) skips that
+// lock (kernel/cgroup/cgroup.c cgroup_procs_write_start; commit
+// 9a3284fad42f "cgroup: Optimize single thread migration", Linux 5.17,
+// backported to the 5.4+ stable trees). So on v1 the supervisor's locked
+// thread that clones the init moves itself into the sandbox's group in
+// every hierarchy (JoinThread), clones the init there (copy_process gives
+// the child its parent thread's css_set: born inside, like
+// CLONE_INTO_CGROUP), and moves itself back (LeaveThread) before anything
+// else runs on it: inside, it would count in pids.max, be frozen by Kill
+// and keep rmdir busy, and Kill's cgroup.procs would list sbx itself
+// (killAll and waitEmpty never signal their own process, in case).
+// Measured in sbx: 0.14-0.5 ms in, 0.06-0.15 ms back, every time, against
+// 0.3-18 ms for the attach. The init's start-up then runs in the sandbox's
+// cpu group, as on v2; under load that makes the clone slower (the
+// group's CFS shares are split by load between the blocked parent thread
+// and the child: DESIGN.md, "The init born in its cgroup on v1").
+//
+// Permissions: v1 lets a writer move a task if the euid is 0 or the
+// task's uid or suid, checked against the credentials the tasks file was
+// opened with (of->file->f_cred, Linux 5.16, commit 1756d7994ad8, also in
+// the stable trees). New opens both tasks files (the group's and its
+// parent's) with the process's credentials, so the thread may have taken
+// another euid in between (a root-run sandbox's nsOwner) and still move
+// in and out. A delegated v1 subtree (sbx not root) works the same: the
+// opener's euid is the thread's own uid.
+//
+// When the move in fails (a thread not in sbx's own cgroup, an RT thread
+// refused by cpu.rt_runtime_us, a kernel before 5.17, where the caller does
+// not try), nothing moved and the caller attaches the init after the
+// clone, as below. When the move back fails, ErrThreadInside: the caller
+// must end that thread and the run.
+//
+// # Attach before or while the init works (v1, the fallback)
 //
 // Measured with a stand-in init doing 12 ms of syscalls after an idle gap:
 // Attach then "go" took 6.2-6.6 ms longer end to end than no cgroup at

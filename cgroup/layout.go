@@ -34,6 +34,9 @@ type hierarchy struct {
 	controllers []string // v1: the controllers of this mount that sbx uses; v2: nil
 	mount       string   // mount point, e.g. /sys/fs/cgroup/memory
 	base        string   // the parent of every sandbox cgroup: sbx's own cgroup
+	// v1 only: base's path as /proc/self/cgroup names it (the thread's
+	// own line is compared with it before JoinThread, thread.go).
+	cgroupPath string
 	// v2 only: the cgroup sbx is in right now; base, or a sbx-supervisor-*
 	// leaf below it (ours after a move, or an ancestor sbx's we inherited).
 	own string
@@ -325,7 +328,7 @@ func resolve(pc procCgroup, mounts []cgroupMount) (*hierarchy, []hierarchy) {
 			continue
 		}
 		seen[m.mountpoint] = true
-		v1 = append(v1, hierarchy{controllers: m.controllers, mount: m.mountpoint, base: dir})
+		v1 = append(v1, hierarchy{controllers: m.controllers, mount: m.mountpoint, base: dir, cgroupPath: path})
 	}
 	return v2, v1
 }

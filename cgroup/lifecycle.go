@@ -53,7 +53,7 @@ func makeLockedDir(path string) (*cgDir, error) {
 			unix.Close(fd) // removed under us: a removed cgroup has no files
 			continue
 		}
-		return &cgDir{path: path, fd: fd}, nil
+		return &cgDir{path: path, fd: fd, tasksFD: -1, homeTasksFD: -1}, nil
 	}
 	return nil, fmt.Errorf("mkdir %s: removed by a concurrent cleanup three times in a row", path)
 }
@@ -107,7 +107,9 @@ func (g *Group) waitEmpty() error {
 			return fmt.Errorf("kill: %d processes still in %s after %v (pids %v; uninterruptible sleep?)", len(pids), strings.Join(g.Paths(), ", "), killWait, pids)
 		}
 		for _, p := range pids {
-			unix.Kill(p, unix.SIGKILL)
+			if p != os.Getpid() { // see killAll
+				unix.Kill(p, unix.SIGKILL)
+			}
 		}
 		b.sleep()
 	}
@@ -160,6 +162,12 @@ func killAll(dirs []string) error {
 			return fmt.Errorf("kill: %w", err)
 		}
 		for _, p := range pids {
+			if p == os.Getpid() {
+				// A thread of sbx itself inside (JoinThread, thread.go,
+				// whose LeaveThread failed) lists sbx here: never kill
+				// the supervisor; waitEmpty then says the Group is busy.
+				continue
+			}
 			if err := unix.Kill(p, unix.SIGKILL); err != nil && err != unix.ESRCH {
 				return fmt.Errorf("kill: kill(%d, SIGKILL): %w", p, err)
 			}
@@ -202,6 +210,7 @@ func (g *Group) Destroy() error {
 		}
 		// Unlock only after the rmdir: until then a CleanupStale must not
 		// take the directory for stale.
+		d.closeTasksFDs()
 		unix.Close(d.fd)
 	}
 	g.dirs = left

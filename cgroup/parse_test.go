@@ -56,19 +56,19 @@ func TestParseAndResolve(t *testing.T) {
 			mountinfo: hybridMountinfo, proc: hybridProcCgroup,
 			wantV2: &hierarchy{mount: "/sys/fs/cgroup/unified", base: "/sys/fs/cgroup/unified", own: "/sys/fs/cgroup/unified"},
 			wantV1: []hierarchy{
-				{controllers: []string{"cpu"}, mount: "/sys/fs/cgroup/cpu", base: "/sys/fs/cgroup/cpu"},
-				{controllers: []string{"cpuacct"}, mount: "/sys/fs/cgroup/cpuacct", base: "/sys/fs/cgroup/cpuacct"},
-				{controllers: []string{"memory"}, mount: "/sys/fs/cgroup/memory", base: "/sys/fs/cgroup/memory/process_api/4e96"},
-				{controllers: []string{"freezer"}, mount: "/sys/fs/cgroup/freezer", base: "/sys/fs/cgroup/freezer"},
-				{controllers: []string{"pids"}, mount: "/sys/fs/cgroup/pids", base: "/sys/fs/cgroup/pids"},
+				{controllers: []string{"cpu"}, mount: "/sys/fs/cgroup/cpu", base: "/sys/fs/cgroup/cpu", cgroupPath: "/"},
+				{controllers: []string{"cpuacct"}, mount: "/sys/fs/cgroup/cpuacct", base: "/sys/fs/cgroup/cpuacct", cgroupPath: "/"},
+				{controllers: []string{"memory"}, mount: "/sys/fs/cgroup/memory", base: "/sys/fs/cgroup/memory/process_api/4e96", cgroupPath: "/process_api/4e96"},
+				{controllers: []string{"freezer"}, mount: "/sys/fs/cgroup/freezer", base: "/sys/fs/cgroup/freezer", cgroupPath: "/"},
+				{controllers: []string{"pids"}, mount: "/sys/fs/cgroup/pids", base: "/sys/fs/cgroup/pids", cgroupPath: "/"},
 			},
 		},
 		{
 			name:      "co-mounted cpu,cpuacct share one directory",
 			mountinfo: comountedMountinfo, proc: comountedProcCgroup,
 			wantV1: []hierarchy{
-				{controllers: []string{"cpu", "cpuacct"}, mount: "/sys/fs/cgroup/cpu,cpuacct", base: "/sys/fs/cgroup/cpu,cpuacct/user.slice"},
-				{controllers: []string{"memory"}, mount: "/sys/fs/cgroup/memory", base: "/sys/fs/cgroup/memory/user.slice"},
+				{controllers: []string{"cpu", "cpuacct"}, mount: "/sys/fs/cgroup/cpu,cpuacct", base: "/sys/fs/cgroup/cpu,cpuacct/user.slice", cgroupPath: "/user.slice"},
+				{controllers: []string{"memory"}, mount: "/sys/fs/cgroup/memory", base: "/sys/fs/cgroup/memory/user.slice", cgroupPath: "/user.slice"},
 			},
 		},
 		{

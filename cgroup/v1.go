@@ -37,6 +37,9 @@ func newV1(lay *layout, id string, l Limits) (*Group, error) {
 		}
 		d.controllers = h.controllers
 		g.dirs = append(g.dirs, d)
+		// Not fatal: without them JoinThread fails and the caller
+		// attaches the init after its clone instead.
+		d.openErr = d.openTasksFDs(h)
 	}
 	if len(g.dirs) == 0 {
 		return nil, fmt.Errorf("%w: no cgroup1 hierarchy is writable (%v)", ErrUnavailable, errors.Join(mapValues(skipped)...))

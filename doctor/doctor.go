@@ -214,18 +214,23 @@ func Cgroup(probe func() (mode string, controllers []string, err error), unified
 }
 
 // CloneIntoCgroup says whether the init can be born in its cgroup
-// (clone3 CLONE_INTO_CGROUP: cgroup v2 and Linux 5.7).
+// (clone3 CLONE_INTO_CGROUP: cgroup v2 and Linux 5.7; on cgroup v1 the
+// thread that clones it moves itself in first, which skips the global
+// cgroup lock from Linux 5.17: cgroup.JoinThread).
 func CloneIntoCgroup(mode string) Check {
-	switch mode {
-	case "none":
-		return Check{Status: Info, Detail: "no cgroup to be born in"}
-	case "cgroup1":
-		return Check{Status: Info, Detail: "not on cgroup v1: the init is attached to its cgroup while it sets up"}
-	}
 	var u unix.Utsname
 	unix.Uname(&u)
 	var ma, mi int
 	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	switch mode {
+	case "none":
+		return Check{Status: Info, Detail: "no cgroup to be born in"}
+	case "cgroup1":
+		if ma > 5 || ma == 5 && mi >= 17 {
+			return Check{Status: Info, Detail: "not on cgroup v1, but the init is born in its cgroup all the same: the thread that clones it moves itself in first (Linux 5.17+)"}
+		}
+		return Check{Status: Info, Detail: "not on cgroup v1: the init is attached to its cgroup while it sets up (Linux 5.17+ would let it be born there)"}
+	}
 	if ma > 5 || ma == 5 && mi >= 7 {
 		return Check{Status: OK, Detail: "cgroup v2 and Linux 5.7+: the init is born in its cgroup"}
 	}

@@ -149,6 +149,10 @@ type supervisor struct {
 	// cgBeforeClone: cg was made before the clone (pure v2), so the
 	// init can be born in it; otherwise cg is being made beside it.
 	cgBeforeClone bool
+	// bornInCgroup: on cgroup v1 the thread that cloned the init was in
+	// cg then (joinCgroupForClone), so the init was born in it and needs
+	// no attach. Set before started is sent.
+	bornInCgroup bool
 	// overflow fires once when a stream passes the output cap under the
 	// kill policy.
 	overflow chan struct{}
@@ -516,9 +520,11 @@ func (s *supervisor) warn(msg string) {
 }
 
 // attachInit puts the init into the sandbox's cgroup. On cgroup v2 it was
-// born there (CLONE_INTO_CGROUP); on v1 the attach is written now, while
-// the init sets up: it can wait out an RCU grace period (milliseconds)
-// that would otherwise add to every start.
+// born there (CLONE_INTO_CGROUP), and on v1 too when the thread that
+// cloned it had moved itself in (joinCgroupForClone). Otherwise (v1 on a
+// kernel before 5.17, or the move failed) the attach is written now,
+// while the init sets up: it can wait out an RCU grace period
+// (milliseconds) that would otherwise add to every start.
 func (s *supervisor) attachInit(pid int) {
 	go func() {
 		defer close(s.attached)
@@ -532,7 +538,7 @@ func (s *supervisor) attachInit(pid int) {
 		if s.cg == nil {
 			return
 		}
-		if _, ok := s.cg.FD(); ok {
+		if _, ok := s.cg.FD(); ok || s.bornInCgroup {
 			return
 		}
 		if err := s.cg.Attach(pid); err != nil {
@@ -542,6 +548,86 @@ func (s *supervisor) attachInit(pid int) {
 		}
 		s.tl.mark("sbx: init attached to its cgroup")
 	}()
+}
+
+// selfMoveSkipsLock: a thread moving itself into a v1 cgroup skips the
+// global cgroup_threadgroup_rwsem from Linux 5.17 (commit 9a3284fad42f;
+// backported to some stable trees, which this check does not see: they
+// keep the attach). Before it, the move would wait out the same RCU grace
+// period as the attach, on the clone's critical path instead of beside
+// the init's start-up.
+var selfMoveSkipsLock = sync.OnceValue(func() bool { return kernelAtLeast(5, 17) })
+
+// joinCgroupForClone moves the calling thread, the locked one about to
+// clone the init, into the sandbox's cgroup in every v1 hierarchy, so
+// that the init is born there (cgroup.JoinThread). It waits for the
+// cgroup to exist (cgReady). nil, nil: nothing to join (no cgroup, v2,
+// an old kernel) or the move failed and was undone, and attachInit
+// attaches the init after the clone as before. An error means the thread
+// is stuck inside (cgroup.ErrThreadInside): it must not clone anything.
+func (s *supervisor) joinCgroupForClone() (*cgroup.ThreadMove, error) {
+	if s.cgBeforeClone || !selfMoveSkipsLock() {
+		return nil, nil
+	}
+	<-s.cgReady
+	if s.cgErr != nil || s.cg == nil || s.cg.Mode() != cgroup.ModeV1 {
+		return nil, nil
+	}
+	s.tl.mark("sbx: clone waited for the cgroup (mkdir, limits)")
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread (possible for an unprivileged sbx, whose start
+		// goroutine is locked wherever it ran: nsOwner.onThread avoids it
+		// for root) could not end if its move back failed: Go wedges a
+		// locked main thread instead.
+		s.tl.mark("sbx: the init is attached after its clone (cloned from the main thread)")
+		return nil, nil
+	}
+	m, err := s.cg.JoinThread()
+	if errors.Is(err, cgroup.ErrThreadInside) {
+		return nil, &threadInsideError{tid: unix.Gettid(), err: fmt.Errorf("move the thread that clones the init into its cgroup: %w", err)}
+	}
+	if err != nil {
+		s.tl.mark("sbx: cgroup join failed, the init is attached after its clone (" + err.Error() + ")")
+		return nil, nil
+	}
+	s.bornInCgroup = true
+	s.tl.mark("sbx: clone thread moved into the cgroup")
+	return m, nil
+}
+
+// leaveCgroupAfterClone moves the calling thread back out of the
+// sandbox's cgroup once the init is cloned (m from joinCgroupForClone;
+// nil: nothing to do). An error means the thread is still inside.
+func (s *supervisor) leaveCgroupAfterClone(m *cgroup.ThreadMove) error {
+	if m == nil {
+		return nil
+	}
+	if err := m.LeaveThread(); err != nil {
+		return &threadInsideError{tid: unix.Gettid(), err: fmt.Errorf("move the thread that cloned the init back out of its cgroup: %w", err)}
+	}
+	s.tl.mark("sbx: clone thread moved back out of the cgroup")
+	return nil
+}
+
+// threadInsideError: a thread of sbx is stuck in the sandbox's cgroup.
+// The run fails with it; the thread, never unlocked, ends with its
+// goroutine, and the start waits for that (awaitGone) before anything
+// kills or removes the cgroup, so that sbx itself is never in it then.
+type threadInsideError struct {
+	tid int
+	err error
+}
+
+func (e *threadInsideError) Error() string { return e.err.Error() }
+func (e *threadInsideError) Unwrap() error { return e.err }
+
+// awaitGone waits (up to 2 s) until the thread has exited: tgkill with
+// signal 0 fails with ESRCH (tgkill(2)).
+func (e *threadInsideError) awaitGone() {
+	deadline := time.Now().Add(2 * time.Second)
+	for unix.Tgkill(unix.Getpid(), e.tid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // serveProxy takes the listening socket from the init and serves it until

@@ -312,17 +312,40 @@ func (s *supervisor) start(ctx context.Context) error {
 	started := make(chan error, 1)
 	exited := make(chan error, 1)
 	owner := ownerFor(job.Spec.ID)
-	startAndWait := func(err error) {
+	// startAndWait reports false when its thread is stuck in the
+	// sandbox's cgroup: it must never be unlocked (it ends with the
+	// goroutine).
+	startAndWait := func(err error) bool {
 		if err != nil {
 			started <- err
-			return
+			return true
 		}
-		if err := cmd.Start(); err != nil {
+		// cgroup v1: the thread clones the init from inside its cgroup
+		// (joinCgroupForClone), and is out again before anything else.
+		m, err := s.joinCgroupForClone()
+		if err != nil {
+			started <- err
+			return false
+		}
+		err = cmd.Start()
+		if err == nil {
+			s.tl.mark("sbx: clone+exec init (cmd.Start)")
+		}
+		if lerr := s.leaveCgroupAfterClone(m); lerr != nil {
+			if err == nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+			started <- lerr
+			return false
+		}
+		if err != nil {
 			started <- startError(err)
-			return
+			return true
 		}
 		started <- nil
 		exited <- cmd.Wait()
+		return true
 	}
 	go func() {
 		// Pdeathsig fires when the thread that started the child exits,
@@ -330,20 +353,26 @@ func (s *supervisor) start(ctx context.Context) error {
 		// the wait share one locked thread. Started by root, that thread
 		// takes the run's host uid first, so that it owns the sandbox's
 		// user namespace, and is never given back (nsOwner.onThread).
+		// The cgroup v1 move in and out needs no uid of its own: the
+		// tasks files were opened by New, and v1 checks the opener's
+		// credentials (cgroup.JoinThread).
 		if owner != nil {
-			owner.onThread(startAndWait)
+			owner.onThread(func(err error) { startAndWait(err) })
 			return
 		}
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		startAndWait(nil)
+		if startAndWait(nil) {
+			runtime.UnlockOSThread()
+		}
 	}()
 	s.tl.mark("sbx: prepared (pipes)")
 	if err := <-started; err != nil {
+		if ti := (*threadInsideError)(nil); errors.As(err, &ti) {
+			ti.awaitGone()
+		}
 		close(s.watchDone) // no watch: Close must not wait for one
 		return err
 	}
-	s.tl.mark("sbx: clone+exec init (cmd.Start)")
 	p.closeChildEnds()
 	s.attachInit(cmd.Process.Pid)
 	if job.Proxy != nil {
