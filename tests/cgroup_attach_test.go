@@ -105,7 +105,7 @@ type sandboxGroup struct {
 
 func holdV1Sandbox(t *testing.T, r runner, m string) (*holding, sandboxGroup) {
 	t.Helper()
-	h := startHolding(t, r, "exec", "--pids", "64", data("sleeper.py"), m)
+	h := startHolding(t, r, "--pids", "64", data("sleeper.py"), m)
 	inits := initsOf(h.sbx)
 	if len(inits) != 1 {
 		h.stop()
