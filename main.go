@@ -361,7 +361,7 @@ func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	defer stopForwarding(sigs)
 	opts := engine.Options{Stdin: stdin, OutputDir: c.String("output-dir"), Signals: sigs}
 	if !asJSON {
 		opts.Stdout, opts.Stderr = os.Stdout, os.Stderr
