@@ -154,15 +154,22 @@ func encodeIndented(w io.Writer, v any) error {
 }
 
 // encodeString writes s as encoding/json encodes a string value with HTML
-// escaping off: quoted, escaped, invalid UTF-8 replaced by U+FFFD.
+// escaping off: quoted, escaped, invalid UTF-8 replaced by U+FFFD. The
+// encoding goes straight to w, less the newline Encode ends it with.
 func encodeString(w io.Writer, s string) error {
-	var b bytes.Buffer
-	b.Grow(len(s) + len(s)/8 + 3)
-	enc := json.NewEncoder(&b)
+	enc := json.NewEncoder(dropNewline{w})
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		return err
+	return enc.Encode(s)
+}
+
+// dropNewline writes what it is given but a final '\n': Encoder.Encode
+// writes one value and its newline in one Write.
+type dropNewline struct{ w io.Writer }
+
+func (d dropNewline) Write(p []byte) (int, error) {
+	n, err := d.w.Write(bytes.TrimSuffix(p, []byte("\n")))
+	if err == nil {
+		n = len(p)
 	}
-	_, err := w.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
-	return err
+	return n, err
 }
