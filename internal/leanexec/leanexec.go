@@ -53,14 +53,15 @@ func init() {
 // head and tail, up to limits.output per stream, then the Result's
 // strings and their JSON) holds a few MB for a moment, and with GOGC=100
 // the GC ran five cycles for 1.4 MB of output (GODEBUG=gctrace=1). At 200,
-// 20 interleaved pairs on the dev VM: the supervisor's CPU 46.5 -> 39.4 ms
-// with --json and 28.8 -> 25.2 ms streaming, peak RSS +0.25 MB and
-// -0.35 MB. A run without output never reached the first goal anyway
-// (4 MB; now 8). Not GC off (debug.SetGCPercent(-1)) with a memory limit
-// as backstop: it paid the same here, but a limit below what is live (an
-// --output-limit of hundreds of MB) makes the GC run back to back, and one
-// above it bounds nothing; 200 keeps the heap within 3× its live part
-// whatever the payload does. Not 400: the same CPU as 200, 3 MB more RSS.
+// 20 interleaved runs each on the dev VM (getrusage, VmHWM): the
+// supervisor's CPU 47.4 -> 39.6 ms with --json, 29.2 -> 27.8 ms
+// streaming; its peak RSS +1.1 MB and -0.3 MB. A run without output never
+// reached the first goal anyway (4 MB; now 8). Not GC off
+// (debug.SetGCPercent(-1)) with a memory limit as backstop: 37.4 ms and
+// +2.2 MB here, but a limit below what is live (an --output-limit of
+// hundreds of MB) makes the GC run back to back, and one above it bounds
+// nothing; 200 keeps the heap within 3× its live part whatever the
+// payload does. Not 400: 37.6 ms, +3.1 MB.
 const ExecGCPercent = 200
 
 // GCPercent says whether the process is `sbx exec ...` (the sandbox's
