@@ -361,7 +361,7 @@ func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	defer stopForwarding(sigs)
 	opts := engine.Options{Stdin: stdin, OutputDir: c.String("output-dir"), Signals: sigs}
 	if !asJSON {
 		opts.Stdout, opts.Stderr = os.Stdout, os.Stderr
@@ -587,6 +587,10 @@ func newRunID() string {
 // of a payload's strings into six bytes (\u0026) for no reader's benefit
 // (issue 11, finding 1).
 func printJSON(v any) {
+	if res, ok := v.(*nsjail.Result); ok {
+		writeResult(os.Stdout, res) // byte for byte the same, faster (output.go)
+		return
+	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)

@@ -1,12 +1,19 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/audit"
+	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 )
 
@@ -113,7 +120,7 @@ func TestBuild(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(back.Spec, c.Spec) || back.Host != c.Host || !reflect.DeepEqual(back.Proxy, c.Proxy) || back.ProfileSHA256 != c.ProfileSHA256 {
+			if !reflect.DeepEqual(back.Spec, c.Spec) || back.Host != c.Host || !reflect.DeepEqual(back.Proxy, c.Proxy) || back.ProfileSHA256() != c.ProfileSHA256() {
 				t.Errorf("JSON round trip changed the Config:\n%s", b)
 			}
 		})
@@ -132,5 +139,58 @@ func TestLowerAllOrNothing(t *testing.T) {
 	}
 	if p.Limits != before || p.Origin("limits.memory").Kind == profiles.FromRequest {
 		t.Errorf("limits changed by a refused request: %+v", p.Limits)
+	}
+}
+
+// The audit line's profile_sha256 is the SHA-256 of the effective
+// profile's JSON, flags and the host's clamp included, whether Build
+// computes it or the audit asks for it later (issue 13): the value the
+// docs promise stays.
+func TestAuditProfileSHA256(t *testing.T) {
+	cfg, err := Build("id1", Request{Profile: "strict", Flags: flags(map[string][]string{"memory": {"128M"}, "cpus": {"1000"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cfg.Close()
+	path := filepath.Join(t.TempDir(), "audit.log")
+	log, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	res := nsjail.SetupFailure(cfg.ID, cfg.Profile.Name, errors.New("not run"))
+	if err := Audit(log, cfg, res, nsjail.Payload{Argv: []string{"true"}}, false, Who{}); err != nil {
+		t.Fatal(err)
+	}
+	line, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		ProfileSHA256 string `json:"profile_sha256"`
+	}
+	if err := json.Unmarshal(line, &e); err != nil {
+		t.Fatal(err)
+	}
+	// Computed here afresh, from a profile loaded and overridden the same
+	// way: memory lowered, the CPUs clamped to this host.
+	p, err := profiles.Load("strict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ApplyFlags(flags(map[string][]string{"memory": {"128M"}, "cpus": {"1000"}})); err != nil {
+		t.Fatal(err)
+	}
+	ClampToHost(p)
+	pj, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(pj)
+	if want := hex.EncodeToString(sum[:]); e.ProfileSHA256 != want {
+		t.Errorf("audit profile_sha256 = %s, want %s (sha256 of %s)", e.ProfileSHA256, want, pj)
+	}
+	if !strings.Contains(string(pj), `"Memory":"128M"`) {
+		t.Errorf("the profile hashed lacks the flag's memory: %s", pj)
 	}
 }

@@ -169,7 +169,7 @@ func Audit(log *audit.Log, cfg *Config, res *nsjail.Result, p nsjail.Payload, wi
 		e.Argv = []string{}
 	}
 	if cfg != nil {
-		e.ProfileSHA256 = cfg.ProfileSHA256
+		e.ProfileSHA256 = cfg.ProfileSHA256()
 	}
 	e.CodeSHA256 = sha256Hex([]byte(strings.Join(p.Argv, "\x00")))
 	if len(p.Argv) > 1 && p.Argv[0] == "python3" {

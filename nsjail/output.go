@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // capture keeps the head and the tail of a stream within limit bytes and
@@ -97,7 +98,7 @@ func (c *capture) Write(p []byte) (int, error) {
 		if k > room {
 			k = room
 		}
-		c.head = append(c.head, p[:k]...)
+		c.head = appendDoubling(c.head, p[:k], headCap)
 		p = p[k:]
 	}
 	if len(p) == 0 {
@@ -136,6 +137,21 @@ func (c *capture) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// appendDoubling is append(b, p...) for the head, whose capacity doubles
+// (from 4 KiB, up to limit) where append's grows by ~1.25 past 256 bytes
+// (runtime.nextslicecap): a head filled by io.Copy's 32 KiB writes to
+// strict's 512 KiB was reallocated 10 times, copying ~5 times its size
+// in all, against 5 times and ~2 (issue 13).
+func appendDoubling(b, p []byte, limit int64) []byte {
+	if need := len(b) + len(p); need > cap(b) {
+		n := min(max(int64(2*cap(b)), int64(need), 4<<10), max(limit, int64(need)))
+		nb := make([]byte, len(b), n)
+		copy(nb, b)
+		b = nb
+	}
+	return append(b, p...)
+}
+
 // Truncated reports whether bytes were dropped.
 func (c *capture) Truncated() bool {
 	c.mu.Lock()
@@ -172,7 +188,33 @@ func elisionMarker(n int64) string {
 	return fmt.Sprintf("\n[... %d bytes elided ...]\n", n)
 }
 
-// String is Bytes as valid UTF-8 (invalid sequences become U+FFFD).
+// String is Bytes as valid UTF-8 (invalid sequences become U+FFFD). It
+// builds the string in one allocation of the exact size, where
+// string(Bytes()) made three copies of up to the output cap (the head, the
+// slice grown by the tail, the string): for 1.4 MB of output ~4.5 ms of
+// the supervisor's CPU and the GC cycles of that garbage (issue 13).
+// Valid input is returned as it is: utf8.ValidString checks eight ASCII
+// bytes at a time, where ToValidUTF8's own scan decodes rune by rune
+// (~1 ms for 1.4 MB).
 func (c *capture) String() string {
-	return strings.ToValidUTF8(string(c.Bytes()), "\uFFFD")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var marker string
+	if dropped := c.total - int64(len(c.head)) - int64(len(c.tail)); dropped > 0 {
+		marker = elisionMarker(dropped)
+	}
+	var b strings.Builder
+	b.Grow(len(c.head) + len(marker) + len(c.tail))
+	b.Write(c.head)
+	b.WriteString(marker)
+	if c.full {
+		b.Write(c.tail[c.pos:])
+		b.Write(c.tail[:c.pos])
+	} else {
+		b.Write(c.tail)
+	}
+	if out := b.String(); utf8.ValidString(out) {
+		return out
+	}
+	return strings.ToValidUTF8(b.String(), "\uFFFD")
 }

@@ -2,6 +2,7 @@ package nsjail
 
 import (
 	"bytes"
+	"math/rand"
 	"strings"
 	"testing"
 )
@@ -79,6 +80,30 @@ func TestCaptureLiveIsCappedToo(t *testing.T) {
 		c.Finish()
 		if live.String() != tc.live {
 			t.Errorf("limit %d writes %q: live %q, want %q", tc.limit, tc.writes, live.String(), tc.live)
+		}
+	}
+}
+
+// String is Bytes as valid UTF-8, whatever was written: every limit from
+// 0 to 40 and writes of random lengths and bytes (a third of them invalid
+// UTF-8), before and after the tail wraps (issue 13: String builds the
+// string itself instead of converting Bytes).
+func TestCaptureStringIsBytes(t *testing.T) {
+	rnd := rand.New(rand.NewSource(13))
+	alphabet := []byte("ab\xff\xfe\xe4\xb8\xadé\n")
+	for limit := int64(0); limit <= 40; limit++ {
+		for trial := 0; trial < 20; trial++ {
+			c := newCapture(limit, nil)
+			for w := rnd.Intn(12); w > 0; w-- {
+				p := make([]byte, rnd.Intn(30))
+				for i := range p {
+					p[i] = alphabet[rnd.Intn(len(alphabet))]
+				}
+				c.Write(p)
+				if got, want := c.String(), strings.ToValidUTF8(string(c.Bytes()), "\uFFFD"); got != want {
+					t.Fatalf("limit %d: String() = %q, want %q (Bytes as valid UTF-8)", limit, got, want)
+				}
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package profiles
 import (
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Flag is a command-line flag that sets one profile key. The CLI builds
@@ -57,15 +58,33 @@ func (f Flag) IsList() bool { return lookupField(f.Key).kind == kindList }
 // DefaultText describes the flag's default for --help: the profile key,
 // and its value in the default profile.
 func (f Flag) DefaultText() string {
+	if t, ok := defaultTexts()[f.Key]; ok {
+		return t
+	}
+	return defaultText(f.Key, Defaults())
+}
+
+// defaultTexts are the DefaultText of every flag, computed once: every
+// sbx exec builds the flags of two commands (exec, profile show), and
+// each text asked for the whole Defaults() afresh (issue 13).
+var defaultTexts = sync.OnceValue(func() map[string]string {
 	d := Defaults()
-	text := flagText(lookupField(f.Key).value(&d))
+	m := make(map[string]string, len(Flags))
+	for _, f := range Flags {
+		m[f.Key] = defaultText(f.Key, d)
+	}
+	return m
+})
+
+func defaultText(key string, d Profile) string {
+	text := flagText(lookupField(key).value(&d))
 	switch {
-	case f.Key == "filesystem.rootfs" && text == "":
+	case key == "filesystem.rootfs" && text == "":
 		text = "the host's /usr"
 	case text == "":
 		text = "none"
 	}
-	return "profile's " + f.Key + "; " + DefaultName + ": " + text
+	return "profile's " + key + "; " + DefaultName + ": " + text
 }
 
 // ApplyFlags lays the flags that were given over the profile; value

@@ -644,6 +644,13 @@ func TestFlagTable(t *testing.T) {
 	if got := mem.DefaultText(); got != "profile's limits.memory; standard: 1G" {
 		t.Errorf("DefaultText = %q", got)
 	}
+	// The texts computed once (defaultTexts) are each a fresh
+	// computation's, from a Defaults() of its own.
+	for _, f := range Flags {
+		if got, want := f.DefaultText(), defaultText(f.Key, Defaults()); got != want {
+			t.Errorf("--%s: DefaultText %q, computed afresh %q", f.Name, got, want)
+		}
+	}
 }
 
 func TestWarnings(t *testing.T) {

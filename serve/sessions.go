@@ -687,7 +687,7 @@ func (s *Server) auditCell(reqID string, ls *liveSession, code string, t0 time.T
 	e := &audit.Entry{
 		ID: fmt.Sprintf("%s/%d", ls.id, ex.ExecutionCount), Version: version.Version(), Commit: version.Commit(),
 		StartedAt: t0.UTC(), FinishedAt: time.Now().UTC(), InvokingUID: os.Getuid(),
-		Profile: ls.profile, ProfileSHA256: ls.cfg.ProfileSHA256, CodeSHA256: hex.EncodeToString(sum[:]),
+		Profile: ls.profile, ProfileSHA256: ls.cfg.ProfileSHA256(), CodeSHA256: hex.EncodeToString(sum[:]),
 		Argv:   []string{fmt.Sprintf("<cell-%d>", ex.ExecutionCount)},
 		Inputs: []nsjail.InputEntry{}, Files: []nsjail.FileEntry{}, Network: []nsjail.Attempt{},
 		Usage:  nsjail.Usage{WallMS: ex.Usage.WallMS, CPUMS: ex.Usage.CPUMS, PeakMemoryBytes: ex.Usage.MemoryPeakBytes},

@@ -26,3 +26,26 @@ func TestOneP(t *testing.T) {
 		})
 	}
 }
+
+func TestGCPercent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv []string
+		gogc string
+		want bool
+	}{
+		{"exec", []string{"sbx", "exec", "--", "/bin/true"}, "", true},
+		{"exec with the user's GOGC", []string{"sbx", "exec"}, "50", false},
+		{"exec with GOGC=off", []string{"sbx", "exec"}, "off", false},
+		{"serve keeps Go's default", []string{"sbx", "serve"}, "", false},
+		{"the init's argv", []string{"sbx", "__sbx_init"}, "", false},
+		{"no command", []string{"sbx"}, "", false},
+		{"exec as a later argument", []string{"sbx", "profile", "show", "exec"}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := GCPercent(tc.argv, tc.gogc); got != tc.want {
+				t.Errorf("GCPercent(%q, %q) = %v, want %v", tc.argv, tc.gogc, got, tc.want)
+			}
+		})
+	}
+}
