@@ -27,5 +27,10 @@ var initEnv = []string{"GOMAXPROCS=2"}
 // itself. The timeline says which, and the Result's namespaces layer too.
 func (s *supervisor) chooseInit() {
 	s.initExe = initbin.Get()
+	if e := s.initExe; e.Kind == initbin.KindMemfd && e.Early {
+		// When the copy, started before main, was done (it runs beside
+		// the CLI; "init is" below is when the clone had it).
+		s.tl.add([]Mark{{"sbx: sbx-init memfd sealed (" + string(e.Copy) + ", started before main)", e.SealedNS}})
+	}
 	s.tl.mark("sbx: init is " + string(s.initExe.Kind))
 }
