@@ -116,7 +116,7 @@ func fileOffset(segs []segment, bias, addr, n uint64) (int64, error) {
 	return 0, fmt.Errorf("the %d bytes at %#x are in no file-backed PT_LOAD segment of /proc/self/exe", n, addr)
 }
 
-// auxv is the AT_PHDR value of this process's auxiliary vector, 0 if
+// auxPhdr is the AT_PHDR value of this process's auxiliary vector, 0 if
 // unknown.
 func auxPhdr() uint64 {
 	vec, err := unix.Auxv()
