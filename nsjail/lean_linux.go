@@ -32,8 +32,8 @@ func (s *supervisor) chooseInit() {
 		// done ("init is" below is when the clone had it). A copy done
 		// before main is marked at main's start, the timeline's zero.
 		name := "sbx: sbx-init memfd sealed (" + string(e.Copy)
-		if e.Early {
-			name += ", started before main"
+		if e.Started != "" {
+			name += ", " + string(e.Started)
 		}
 		s.tl.add([]Mark{{name + ")", max(e.SealedNS, s.job.T0)}})
 	}

@@ -237,7 +237,8 @@ func TestServeSharesOneSealedInit(t *testing.T) {
 // TestInitMemfdCopiedBeforeMain: an unprivileged `sbx exec`, on one P,
 // starts the sbx-init memfd's copy from a package init, before main, so
 // that it runs beside the CLI instead of after it; as root (two Ps, where
-// that cost CPU and saved no time) it starts in newSupervisor as before.
+// that cost CPU and saved no time) it starts from main, first thing,
+// once the package inits are done, instead of in newSupervisor.
 // Both fill it by sendfile(2) from their own executable file
 // (internal/initbin, early.go and selfcopy.go; issue 13), and
 // --debug-timings says how and when. A binary its user may run but not
@@ -248,7 +249,7 @@ func TestInitMemfdCopiedBeforeMain(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
 		want := "sbx: sbx-init memfd sealed (sendfile from /proc/self/exe, started before main)"
 		if r.uid == 0 {
-			want = "sbx: sbx-init memfd sealed (sendfile from /proc/self/exe)"
+			want = "sbx: sbx-init memfd sealed (sendfile from /proc/self/exe, started at main)"
 		}
 		out := r.exec(t, "", "exec", "--profile", "strict", "--debug-timings", "--", "/bin/true")
 		if out.code != 0 || !strings.Contains(out.stderr, want+"\n") || !strings.Contains(out.stderr, "sbx: init is sbx-init") {

@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -58,13 +59,23 @@ type Exe struct {
 	Why string
 	// Copy says how the memfd was filled (KindMemfd only).
 	Copy Copy
-	// Early: the copy was started from this package's init, before
-	// main (`sbx exec`, see early.go).
-	Early bool
+	// Started says where an `sbx exec` started the copy (early.go);
+	// empty when the first sandbox's set-up did.
+	Started Start
 	// SealedNS is when the memfd was sealed, on CLOCK_MONOTONIC (the
 	// clock of --debug-timings).
 	SealedNS int64
 }
+
+// Start says where an `sbx exec` started the memfd's copy.
+type Start string
+
+const (
+	// StartBeforeMain: from this package's init (one P).
+	StartBeforeMain Start = "started before main"
+	// StartAtMain: from main, first thing (PrepareForExec; two Ps).
+	StartAtMain Start = "started at main"
+)
 
 // Copy says how the memfd got the image.
 type Copy string
@@ -107,10 +118,14 @@ var selfExe = Exe{Kind: KindSelf, Path: "/proc/self/exe"}
 // (~3 MB: a millisecond or so) overlaps the supervisor's other set-up;
 // Get waits for it. Calling it again does nothing.
 func Prepare() {
-	if Embedded() {
+	if Embedded() && prepared.CompareAndSwap(false, true) {
 		go once.Do(makeMemfd)
 	}
 }
+
+// prepared: Prepare started the copy already (it is called from main
+// and from every sandbox's set-up).
+var prepared atomic.Bool
 
 // Get returns the init to exec: the sealed memfd when this build embeds
 // sbx-init and the memfd could be made, else /proc/self/exe. The memfd is
@@ -143,7 +158,7 @@ func makeMemfd() {
 		return
 	}
 	dropPages(image)
-	memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image), Copy: how, Early: early, SealedNS: monotonicNS()}
+	memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image), Copy: how, Started: startedAt, SealedNS: monotonicNS()}
 }
 
 func monotonicNS() int64 {
