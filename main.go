@@ -26,6 +26,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/audit"
 	"github.com/sbx-sandbox/sbx/engine"
+	"github.com/sbx-sandbox/sbx/internal/initbin"
 	_ "github.com/sbx-sandbox/sbx/internal/leanexec" // one P for an unprivileged exec, before the other inits
 	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/internal/version"
@@ -40,6 +41,7 @@ func main() {
 		nsjail.Init()
 	}
 	t0 := nsjail.MonotonicNS()
+	initbin.PrepareForExec(os.Args) // the init's memfd, beside the CLI (issue 13)
 	os.Exit(runWith(os.Args, deps{t0: t0, seccompRules: policyRules}))
 }
 

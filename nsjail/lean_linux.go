@@ -27,5 +27,15 @@ var initEnv = []string{"GOMAXPROCS=2"}
 // itself. The timeline says which, and the Result's namespaces layer too.
 func (s *supervisor) chooseInit() {
 	s.initExe = initbin.Get()
+	if e := s.initExe; e.Kind == initbin.KindMemfd && s.job.T0 != 0 {
+		// An `sbx exec` made the memfd for this run: when the copy was
+		// done ("init is" below is when the clone had it). A copy done
+		// before main is marked at main's start, the timeline's zero.
+		name := "sbx: sbx-init memfd sealed (" + string(e.Copy)
+		if e.Started != "" {
+			name += ", " + string(e.Started)
+		}
+		s.tl.add([]Mark{{name + ")", max(e.SealedNS, s.job.T0)}})
+	}
 	s.tl.mark("sbx: init is " + string(s.initExe.Kind))
 }

@@ -233,3 +233,53 @@ func TestServeSharesOneSealedInit(t *testing.T) {
 		}
 	})
 }
+
+// TestInitMemfdCopiedBeforeMain: an unprivileged `sbx exec`, on one P,
+// starts the sbx-init memfd's copy from a package init, before main, so
+// that it runs beside the CLI instead of after it; as root (two Ps, where
+// that cost CPU and saved no time) it starts from main, first thing,
+// once the package inits are done, instead of in newSupervisor.
+// Both fill it by sendfile(2) from their own executable file
+// (internal/initbin, early.go and selfcopy.go; issue 13), and
+// --debug-timings says how and when. A binary its user may run but not
+// read (mode 0711, as uid 65534) cannot be opened for the sendfile: the
+// memfd is then written from the embedded bytes, and the sandbox runs as
+// well.
+func TestInitMemfdCopiedBeforeMain(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		want := "sbx: sbx-init memfd sealed (sendfile from /proc/self/exe, started before main)"
+		if r.uid == 0 {
+			want = "sbx: sbx-init memfd sealed (sendfile from /proc/self/exe, started at main)"
+		}
+		out := r.exec(t, "", "exec", "--profile", "strict", "--debug-timings", "--", "/bin/true")
+		if out.code != 0 || !strings.Contains(out.stderr, want+"\n") || !strings.Contains(out.stderr, "sbx: init is sbx-init") {
+			t.Fatalf("exit %d; want the timeline to have %q and sbx-init:\n%s", out.code, want, out.stderr)
+		}
+		if r.uid == 0 {
+			return // root reads a mode-0711 file all the same
+		}
+		dir := t.TempDir()
+		os.Chmod(dir, 0o755)
+		bin := filepath.Join(dir, "sbx")
+		b, err := os.ReadFile(sbxBin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o711); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("setpriv", fmt.Sprintf("--reuid=%d", r.uid), fmt.Sprintf("--regid=%d", r.uid), "--clear-groups",
+			bin, "exec", "--profile", "strict", "--debug-timings", "--json", "--", "/bin/true")
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("mode-0711 sbx as uid %d: %v\n%s", r.uid, err, se.String())
+		}
+		if !strings.Contains(se.String(), "sbx: sbx-init memfd sealed (write, started before main)") {
+			t.Errorf("mode-0711 sbx: want the memfd written, not sent from the unreadable file:\n%s", se.String())
+		}
+		if !strings.Contains(so.String(), "pid 1 is sbx-init") || !strings.Contains(so.String(), `"status": "ok"`) {
+			t.Errorf("mode-0711 sbx: want an ok run on sbx-init:\n%s", so.String())
+		}
+	})
+}

@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -56,7 +57,37 @@ type Exe struct {
 	// Why says why a build that embeds sbx-init runs KindSelf; empty
 	// otherwise.
 	Why string
+	// Copy says how the memfd was filled (KindMemfd only).
+	Copy Copy
+	// Started says where an `sbx exec` started the copy (early.go);
+	// empty when the first sandbox's set-up did.
+	Started Start
+	// SealedNS is when the memfd was sealed, on CLOCK_MONOTONIC (the
+	// clock of --debug-timings).
+	SealedNS int64
 }
+
+// Start says where an `sbx exec` started the memfd's copy.
+type Start string
+
+const (
+	// StartBeforeMain: from this package's init (one P).
+	StartBeforeMain Start = "started before main"
+	// StartAtMain: from main, first thing (PrepareForExec; two Ps).
+	StartAtMain Start = "started at main"
+)
+
+// Copy says how the memfd got the image.
+type Copy string
+
+const (
+	// CopySendfile: sendfile(2) from this executable's own file
+	// (selfcopy.go).
+	CopySendfile Copy = "sendfile from /proc/self/exe"
+	// CopyWrite: write(2) from the embedded bytes, where the sendfile
+	// failed; CopyWhy says why.
+	CopyWrite Copy = "write"
+)
 
 // Describe is Exe in a phrase, for the Result's layers, doctor and
 // --debug-timings.
@@ -87,10 +118,14 @@ var selfExe = Exe{Kind: KindSelf, Path: "/proc/self/exe"}
 // (~3 MB: a millisecond or so) overlaps the supervisor's other set-up;
 // Get waits for it. Calling it again does nothing.
 func Prepare() {
-	if Embedded() {
+	if Embedded() && prepared.CompareAndSwap(false, true) {
 		go once.Do(makeMemfd)
 	}
 }
+
+// prepared: Prepare started the copy already (it is called from main
+// and from every sandbox's set-up).
+var prepared atomic.Bool
 
 // Get returns the init to exec: the sealed memfd when this build embeds
 // sbx-init and the memfd could be made, else /proc/self/exe. The memfd is
@@ -110,13 +145,26 @@ var (
 )
 
 func makeMemfd() {
-	fd, err := sealedMemfd("sbx-init", image)
+	how := CopySendfile
+	fd, err := sealedMemfdFilled("sbx-init", image, copyFromSelf)
+	if err != nil {
+		// Not a failure: the image's own bytes are as good, only
+		// dearer to copy (an unreadable binary, mode 0111; a packed one).
+		how = CopyWrite
+		fd, err = sealedMemfd("sbx-init", image)
+	}
 	if err != nil {
 		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error()}
 		return
 	}
 	dropPages(image)
-	memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image)}
+	memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image), Copy: how, Started: startedAt, SealedNS: monotonicNS()}
+}
+
+func monotonicNS() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // dropPages takes the image's pages out of this process's memory once
@@ -179,11 +227,18 @@ const fdFloor = 100
 // error. The fd is close-on-exec: the kernel resolves /proc/self/fd/N
 // before execve closes it, and no sandbox process ever holds it.
 func sealedMemfd(name string, img []byte) (int, error) {
+	return sealedMemfdFilled(name, img, writeAll)
+}
+
+// sealedMemfdFilled is sealedMemfd with the copy made by fill: a fill
+// that fails leaves nothing behind, and the caller may try another on a
+// fresh memfd.
+func sealedMemfdFilled(name string, img []byte, fill func(fd int, img []byte) error) (int, error) {
 	fd, err := memfdCreate(name)
 	if err != nil {
 		return -1, err
 	}
-	if err := writeAll(fd, img); err != nil {
+	if err := fill(fd, img); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
