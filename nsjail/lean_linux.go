@@ -18,7 +18,8 @@ import "github.com/sbx-sandbox/sbx/internal/initbin"
 // other goroutines (lo up, the control reader) spend their lives blocked
 // in syscalls, which need no P; more than two Ps would only let idle Ps
 // spin up threads to look for work, on cores that are the payload's
-// (issue 13).
+// (issue 13). Once the payload has exec'd the init drops to one P
+// (waitOnOneP).
 var initEnv = []string{"GOMAXPROCS=2"}
 
 // chooseInit picks the init binary: sbx-init from its sealed memfd when
