@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/internal/kernel"
 )
 
 // Status of one check.
@@ -218,20 +220,16 @@ func Cgroup(probe func() (mode string, controllers []string, err error), unified
 // thread that clones it moves itself in first, which skips the global
 // cgroup lock from Linux 5.17: cgroup.JoinThread).
 func CloneIntoCgroup(mode string) Check {
-	var u unix.Utsname
-	unix.Uname(&u)
-	var ma, mi int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
 	switch mode {
 	case "none":
 		return Check{Status: Info, Detail: "no cgroup to be born in"}
 	case "cgroup1":
-		if ma > 5 || ma == 5 && mi >= 17 {
+		if kernel.AtLeast(5, 17) {
 			return Check{Status: Info, Detail: "not on cgroup v1, but the init is born in its cgroup all the same: the thread that clones it moves itself in first (Linux 5.17+)"}
 		}
 		return Check{Status: Info, Detail: "not on cgroup v1: the init is attached to its cgroup while it sets up (Linux 5.17+ would let it be born there)"}
 	}
-	if ma > 5 || ma == 5 && mi >= 7 {
+	if kernel.AtLeast(5, 7) {
 		return Check{Status: OK, Detail: "cgroup v2 and Linux 5.7+: the init is born in its cgroup"}
 	}
 	return Check{Status: Warn, Detail: "Linux before 5.7: the init is attached after the clone", Fix: "a kernel of 5.7 or later"}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/cgroup"
+	"github.com/sbx-sandbox/sbx/internal/kernel"
 	"github.com/sbx-sandbox/sbx/internal/units"
 )
 
@@ -63,17 +64,6 @@ func setCPURlimit(rls *[]Rlimit, d time.Duration) {
 		return
 	}
 	*rls = append(*rls, Rlimit{Resource: "RLIMIT_CPU", Soft: secs, Hard: secs + 1})
-}
-
-// kernelAtLeast reports whether the running kernel is at least major.minor.
-func kernelAtLeast(major, minor int) bool {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return false
-	}
-	var ma, mi int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
-	return ma > major || ma == major && mi >= minor
 }
 
 // setupLimits records what enforces each limit and starts creating the
@@ -232,7 +222,7 @@ func (s *supervisor) rlimitFallback(kinds map[string]error, cgErr error) {
 		lim["memory"] = LimitInfo{Value: float64(l.MemoryBytes), Unit: "bytes", EnforcedBy: ByRlimit, Note: "RLIMIT_DATA, per process"}
 	}
 	if _, ok := kinds[cgroup.KindPids]; ok && l.Pids > 0 {
-		if kernelAtLeast(5, 14) {
+		if kernel.AtLeast(5, 14) {
 			setRlimit(late, "RLIMIT_NPROC", uint64(l.Pids))
 			lim["pids"] = LimitInfo{Value: float64(l.Pids), Unit: "count", EnforcedBy: ByRlimit, Note: "RLIMIT_NPROC, counting the tasks of the sandbox's user namespace only (Linux 5.14), the init's threads included"}
 		} else {

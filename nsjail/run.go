@@ -18,6 +18,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/internal/initbin"
+	"github.com/sbx-sandbox/sbx/internal/kernel"
 	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/seccomp/install"
 )
@@ -556,7 +557,7 @@ func (s *supervisor) attachInit(pid int) {
 // keep the attach). Before it, the move would wait out the same RCU grace
 // period as the attach, on the clone's critical path instead of beside
 // the init's start-up.
-var selfMoveSkipsLock = sync.OnceValue(func() bool { return kernelAtLeast(5, 17) })
+var selfMoveSkipsLock = sync.OnceValue(func() bool { return kernel.AtLeast(5, 17) })
 
 // joinCgroupForClone moves the calling thread, the locked one about to
 // clone the init, into the sandbox's cgroup in every v1 hierarchy, so

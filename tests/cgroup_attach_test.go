@@ -11,8 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/sbx-sandbox/sbx/internal/kernel"
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
@@ -146,7 +145,7 @@ func taskRuntime(path string) (int64, error) {
 // first; an init attached after its runtime started and its mounts had
 // run ~1-5 ms outside, which that sum holds and the group never saw.
 func TestCgroupV1InitBornInside(t *testing.T) {
-	if !hostKernelAtLeast(5, 17) {
+	if !kernel.AtLeast(5, 17) {
 		t.Skip("Linux before 5.17: a thread moving itself takes the global cgroup lock (commit 9a3284fad42f), so sbx attaches the init after its clone there")
 	}
 	forEach(t, func(t *testing.T, r runner) {
@@ -274,24 +273,12 @@ func tgidOf(tid int) int {
 	return 0
 }
 
-// hostKernelAtLeast reports whether the running kernel is at least
-// major.minor.
-func hostKernelAtLeast(major, minor int) bool {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return false
-	}
-	var ma, mi int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
-	return ma > major || ma == major && mi >= minor
-}
-
 // TestCgroupV1TimelineShowsTheMove: --debug-timings shows the cloning
 // thread's move into the sandbox's cgroup and back out around the clone,
 // and no attach after it (issue 13: every millisecond says where it
 // went).
 func TestCgroupV1TimelineShowsTheMove(t *testing.T) {
-	if !hostKernelAtLeast(5, 17) {
+	if !kernel.AtLeast(5, 17) {
 		t.Skip("Linux before 5.17: sbx attaches the init after its clone there (commit 9a3284fad42f)")
 	}
 	forEach(t, func(t *testing.T, r runner) {

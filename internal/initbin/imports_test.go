@@ -33,6 +33,7 @@ var initAllowed = []string{
 	module + "seccomp/policyname",
 	module + "cgroup",
 	module + "internal/initbin",
+	module + "internal/kernel",
 	module + "internal/leanexec",
 	module + "internal/oserr",
 	module + "internal/units",
