@@ -207,12 +207,20 @@ func (g *Group) Paths() []string {
 
 // dirFor returns the directory holding a controller's files.
 func (g *Group) dirFor(controller string) (string, bool) {
-	for _, d := range g.dirs {
-		if g.mode == ModeV2 || slices.Contains(d.controllers, controller) {
-			return d.path, true
-		}
+	if d, ok := g.dirOf(controller); ok {
+		return d.path, true
 	}
 	return "", false
+}
+
+// dirOf returns the cgDir holding a controller's files.
+func (g *Group) dirOf(controller string) (*cgDir, bool) {
+	for _, d := range g.dirs {
+		if g.mode == ModeV2 || slices.Contains(d.controllers, controller) {
+			return d, true
+		}
+	}
+	return nil, false
 }
 
 // FD returns a directory fd of the v2 cgroup for SysProcAttr.UseCgroupFD /
@@ -259,6 +267,11 @@ func (g *Group) CPUUsage() (time.Duration, error) {
 	if g.destroyed {
 		return 0, errors.New("cpu usage: cgroup already destroyed")
 	}
+	return g.cpuUsage()
+}
+
+// cpuUsage is CPUUsage with g.mu held.
+func (g *Group) cpuUsage() (time.Duration, error) {
 	if g.cpuFD < 0 {
 		return 0, errors.New("cpu usage: no cpuacct hierarchy is mounted for this cgroup")
 	}
