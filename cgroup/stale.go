@@ -41,16 +41,24 @@ func CleanupStale() error {
 		return nil
 	}
 	own := lay.ownV2()
+	live := map[string]bool{}
 	var errs []error
 	for _, base := range bases {
-		if err := cleanupDir(base, own); err != nil {
+		if err := cleanupDir(base, own, live); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func cleanupDir(base, own string) error {
+// cleanupDir removes the stale sbx-* groups of one hierarchy. live holds
+// the names found locked in the hierarchies before (v1 names a sandbox's
+// group alike in each): another sbx's live Group, whose directories are
+// all locked by it, or are being made by makeLockedDir, which takes a
+// concurrent removal in its stride. They are not tried again, so a busy
+// host's scan costs a lock attempt per live sandbox, not one per
+// hierarchy.
+func cleanupDir(base, own string, live map[string]bool) error {
 	names, err := staleCandidates(base)
 	if err != nil {
 		return err
@@ -58,14 +66,18 @@ func cleanupDir(base, own string) error {
 	var errs []error
 	for _, name := range names {
 		path := filepath.Join(base, name)
-		if path == own || held(path) {
-			// This process's own supervisor leaf, or a directory of one of
-			// its live Groups: flock would refuse (the lock is ours), so
-			// skip the open, flock and close.
+		if path == own || held(path) || live[name] {
+			// This process's own supervisor leaf, a directory of one of
+			// its live Groups (flock would refuse: the lock is ours), or
+			// a live Group of another sbx: skip the open, flock and close.
 			continue
 		}
-		if err := removeIfStale(path); err != nil {
+		busy, err := removeIfStale(path)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if busy {
+			live[name] = true
 		}
 	}
 	return errors.Join(errs...)
@@ -143,24 +155,25 @@ func held(path string) bool {
 	return heldDirs[path]
 }
 
-func removeIfStale(path string) error {
+// removeIfStale removes path unless a live Group holds its lock (busy).
+func removeIfStale(path string) (busy bool, err error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil // gone meanwhile, or a file (no cgroup is)
+			return false, nil // gone meanwhile, or a file (no cgroup is)
 		}
-		return fmt.Errorf("cleanup: open %s: %w", path, err)
+		return false, fmt.Errorf("cleanup: open %s: %w", path, err)
 	}
 	defer unix.Close(fd)
 	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil // a live Group owns it
+			return true, nil // a live Group owns it
 		}
-		return fmt.Errorf("cleanup: flock %s: %w", path, err)
+		return false, fmt.Errorf("cleanup: flock %s: %w", path, err)
 	}
 	err = unix.Rmdir(path)
 	if err == nil || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOENT) {
-		return nil
+		return false, nil
 	}
-	return fmt.Errorf("cleanup: rmdir %s: %w", path, err)
+	return false, fmt.Errorf("cleanup: rmdir %s: %w", path, err)
 }
