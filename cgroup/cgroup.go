@@ -331,15 +331,13 @@ type Stats struct {
 	// PidsMaxEvents: forks refused because pids.max was reached (pids.events
 	// max). The pids controller never kills: the fork fails with EAGAIN.
 	PidsMaxEvents int64
-	// MemoryFailcnt: times the memory limit was hit (reclaim followed, not
-	// necessarily an OOM kill); v2 memory.events max, v1 memory.failcnt +
-	// memory.memsw.failcnt. Not reliable on v1 with swap accounting on
-	// recent kernels (seen on 6.18): the memsw limit, set equal to the
-	// memory limit so that nothing swaps, is hit first, and only the memory
-	// counter counts failures (mm/memcontrol.c sets memory.track_failcnt,
-	// nothing for memsw), so it reads 0 even after an OOM kill. Classify
-	// memory kills with OOMKills.
-	MemoryFailcnt int64
+	// There is no count of the memory limit's hits (v1 memory.failcnt
+	// and memory.memsw.failcnt, v2 memory.events max): nothing in the
+	// Result uses it, it is two more reads per run on v1, and on v1 with
+	// swap accounting recent kernels (6.18) count 0 even after an OOM
+	// kill (the memsw limit is hit first and only the memory counter
+	// counts failures: mm/memcontrol.c track_failcnt). Memory kills are
+	// classified by OOMKills.
 }
 
 // Stats reads the Group's accounting. It costs a handful of small reads

@@ -311,15 +311,6 @@ func TestMemoryLimitOOM(t *testing.T) {
 	if st.OOMKills < 1 {
 		t.Errorf("OOMKills = %d, want >= 1", st.OOMKills)
 	}
-	dir, _ := g.dirFor("memory")
-	if _, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes")); g.Mode() == ModeV1 && err == nil {
-		// Not checked: see Stats.MemoryFailcnt. With memsw = limit the memsw
-		// counter is hit first, and recent kernels count failures on the
-		// memory counter only (track_failcnt), so both stay 0 on 6.18.
-		t.Logf("v1 with swap accounting: MemoryFailcnt = %d is not checked (kernel %s)", st.MemoryFailcnt, kernelRelease())
-	} else if st.MemoryFailcnt < 1 {
-		t.Errorf("MemoryFailcnt = %d, want >= 1", st.MemoryFailcnt)
-	}
 	const margin = 1 << 20
 	if st.PeakMemoryBytes <= limit/2 || st.PeakMemoryBytes > limit+margin {
 		t.Errorf("PeakMemoryBytes = %d, want in (%d, %d]", st.PeakMemoryBytes, limit/2, limit+margin)

@@ -168,17 +168,6 @@ func (g *Group) statsV1() (Stats, error) {
 		if s.PeakMemoryBytes, err = dir.readInt("memory.max_usage_in_bytes"); err != nil {
 			return s, err
 		}
-		if s.MemoryFailcnt, err = dir.readInt("memory.failcnt"); err != nil {
-			return s, err
-		}
-		// With memsw = limit the memsw counter is the one that fails first;
-		// older kernels count its failures there, recent ones (6.18) count
-		// failures on the memory counter only, so both stay 0 (see Stats).
-		sw, err := dir.readInt("memory.memsw.failcnt")
-		if optional(err) != nil {
-			return s, err
-		}
-		s.MemoryFailcnt += sw
 		// oom_kill in memory.oom_control: Linux 4.13+.
 		if s.OOMKills, err = dir.readKey("memory.oom_control", "oom_kill"); err != nil {
 			return s, err

@@ -290,7 +290,6 @@ func (g *Group) statsV2() (Stats, error) {
 		return s, err
 	} else if err == nil {
 		s.OOMKills, _ = keyValue(b, "oom_kill")
-		s.MemoryFailcnt, _ = keyValue(b, "max")
 	}
 	if s.PidsPeak, err = dir.readInt("pids.peak"); optional(err) != nil {
 		return s, err
