@@ -210,3 +210,13 @@ func BenchmarkPlacement(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDiscover: the layout discovery every sbx exec runs once
+// (/proc/self/cgroup, /proc/self/mountinfo, the access checks).
+func BenchmarkDiscover(b *testing.B) {
+	for b.Loop() {
+		if _, err := discover(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

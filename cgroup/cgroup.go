@@ -207,12 +207,20 @@ func (g *Group) Paths() []string {
 
 // dirFor returns the directory holding a controller's files.
 func (g *Group) dirFor(controller string) (string, bool) {
-	for _, d := range g.dirs {
-		if g.mode == ModeV2 || slices.Contains(d.controllers, controller) {
-			return d.path, true
-		}
+	if d, ok := g.dirOf(controller); ok {
+		return d.path, true
 	}
 	return "", false
+}
+
+// dirOf returns the cgDir holding a controller's files.
+func (g *Group) dirOf(controller string) (*cgDir, bool) {
+	for _, d := range g.dirs {
+		if g.mode == ModeV2 || slices.Contains(d.controllers, controller) {
+			return d, true
+		}
+	}
+	return nil, false
 }
 
 // FD returns a directory fd of the v2 cgroup for SysProcAttr.UseCgroupFD /
@@ -259,6 +267,11 @@ func (g *Group) CPUUsage() (time.Duration, error) {
 	if g.destroyed {
 		return 0, errors.New("cpu usage: cgroup already destroyed")
 	}
+	return g.cpuUsage()
+}
+
+// cpuUsage is CPUUsage with g.mu held.
+func (g *Group) cpuUsage() (time.Duration, error) {
 	if g.cpuFD < 0 {
 		return 0, errors.New("cpu usage: no cpuacct hierarchy is mounted for this cgroup")
 	}
@@ -318,15 +331,13 @@ type Stats struct {
 	// PidsMaxEvents: forks refused because pids.max was reached (pids.events
 	// max). The pids controller never kills: the fork fails with EAGAIN.
 	PidsMaxEvents int64
-	// MemoryFailcnt: times the memory limit was hit (reclaim followed, not
-	// necessarily an OOM kill); v2 memory.events max, v1 memory.failcnt +
-	// memory.memsw.failcnt. Not reliable on v1 with swap accounting on
-	// recent kernels (seen on 6.18): the memsw limit, set equal to the
-	// memory limit so that nothing swaps, is hit first, and only the memory
-	// counter counts failures (mm/memcontrol.c sets memory.track_failcnt,
-	// nothing for memsw), so it reads 0 even after an OOM kill. Classify
-	// memory kills with OOMKills.
-	MemoryFailcnt int64
+	// There is no count of the memory limit's hits (v1 memory.failcnt
+	// and memory.memsw.failcnt, v2 memory.events max): nothing in the
+	// Result uses it, it is two more reads per run on v1, and on v1 with
+	// swap accounting recent kernels (6.18) count 0 even after an OOM
+	// kill (the memsw limit is hit first and only the memory counter
+	// counts failures: mm/memcontrol.c track_failcnt). Memory kills are
+	// classified by OOMKills.
 }
 
 // Stats reads the Group's accounting. It costs a handful of small reads

@@ -311,15 +311,6 @@ func TestMemoryLimitOOM(t *testing.T) {
 	if st.OOMKills < 1 {
 		t.Errorf("OOMKills = %d, want >= 1", st.OOMKills)
 	}
-	dir, _ := g.dirFor("memory")
-	if _, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes")); g.Mode() == ModeV1 && err == nil {
-		// Not checked: see Stats.MemoryFailcnt. With memsw = limit the memsw
-		// counter is hit first, and recent kernels count failures on the
-		// memory counter only (track_failcnt), so both stay 0 on 6.18.
-		t.Logf("v1 with swap accounting: MemoryFailcnt = %d is not checked (kernel %s)", st.MemoryFailcnt, kernelRelease())
-	} else if st.MemoryFailcnt < 1 {
-		t.Errorf("MemoryFailcnt = %d, want >= 1", st.MemoryFailcnt)
-	}
 	const margin = 1 << 20
 	if st.PeakMemoryBytes <= limit/2 || st.PeakMemoryBytes > limit+margin {
 		t.Errorf("PeakMemoryBytes = %d, want in (%d, %d]", st.PeakMemoryBytes, limit/2, limit+margin)
@@ -740,6 +731,56 @@ func TestCleanupStale(t *testing.T) {
 	t.Logf("CleanupStale: %v with 1 stale cgroup per hierarchy, %v with none", took, time.Since(start))
 }
 
+// TestCleanupStaleSkipsLiveNames: a name whose directory is locked in the
+// first hierarchy belongs to a live Group (of another sbx, or being made
+// by makeLockedDir), so CleanupStale does not try it in the other
+// hierarchies, even where that directory is not locked (yet). Once the
+// lock is gone, the next CleanupStale removes the name everywhere.
+func TestCleanupStaleSkipsLiveNames(t *testing.T) {
+	lay, err := currentLayout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lay.mode != ModeV1 || len(lay.v1) < 2 {
+		t.Skip("needs cgroup v1 with two hierarchies or more: one hierarchy has no others to skip")
+	}
+	var dirs []string
+	for _, h := range lay.v1 {
+		p := filepath.Join(h.base, fmt.Sprintf("sbx-foreign%d", os.Getpid()))
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Rmdir(p) })
+		dirs = append(dirs, p)
+	}
+	// A lock of its own open file description: to flock, as good as
+	// another process's (flock(2)).
+	fd, err := unix.Open(dirs[0], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := CleanupStale(); err != nil {
+		t.Fatalf("CleanupStale: %v", err)
+	}
+	for _, p := range dirs {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed while its name is locked in %s: %v", p, dirs[0], err)
+		}
+	}
+	unix.Close(fd)
+	if err := CleanupStale(); err != nil {
+		t.Fatalf("CleanupStale: %v", err)
+	}
+	for _, p := range dirs {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s not removed once its lock was gone (%v)", p, err)
+		}
+	}
+}
+
 // TestSupervisorLeaf (v2): three sbx processes started in the same cgroup,
 // which they hold, call New nearly together. Each must move itself into
 // its own leaf sbx-supervisor-<pid>, the controllers must get enabled, and
@@ -833,7 +874,7 @@ func TestSupervisorLeaf(t *testing.T) {
 			}
 		}
 		// The helpers have exited: their leaves are empty and stale.
-		if err := cleanupDir(dir, ""); err != nil {
+		if err := cleanupDir(dir, "", map[string]bool{}); err != nil {
 			t.Fatal(err)
 		}
 		if left, _ := filepath.Glob(filepath.Join(dir, "sbx-*")); len(left) > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -17,13 +18,22 @@ import (
 // writeFile writes value to a cgroup interface file in one write(2): the
 // kernel parses each write on its own, so a value must never be split.
 func writeFile(path, value string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	return writeFileAt(unix.AT_FDCWD, "", path, value)
+}
+
+// writeFileAt is writeFile for the file name in the directory dirfd
+// (whose path is dir, for the error): openat(2) of one path component
+// instead of a walk of the whole /sys/fs/cgroup/... path, for the files
+// of a Group's own directories, whose fds New holds (cgDir.fd). With
+// dirfd AT_FDCWD, name is a path and dir is "".
+func writeFileAt(dirfd int, dir, name, value string) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err == nil {
 		_, err = unix.Write(fd, []byte(value))
 		unix.Close(fd)
 	}
 	if err != nil {
-		return fmt.Errorf("write %s to %s: %w", quoteValue(value), path, err)
+		return fmt.Errorf("write %s to %s: %w", quoteValue(value), filepath.Join(dir, name), err)
 	}
 	return nil
 }
@@ -39,9 +49,15 @@ func quoteValue(v string) string {
 // close. os.ReadFile would add an fstat (useless: kernfs reports a size of
 // 4096 whatever the content) and a failing epoll registration per file.
 func readFile(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return readFileAt(unix.AT_FDCWD, "", path)
+}
+
+// readFileAt is readFile for the file name in the directory dirfd (see
+// writeFileAt).
+func readFileAt(dirfd int, dir, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, name), err)
 	}
 	defer unix.Close(fd)
 	b := make([]byte, 0, 512)
@@ -54,7 +70,7 @@ func readFile(path string) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", path, err)
+			return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, name), err)
 		}
 		if n == 0 {
 			return b, nil
@@ -65,7 +81,11 @@ func readFile(path string) ([]byte, error) {
 
 // readInt reads a file holding one integer ("max" reads as -1).
 func readInt(path string) (int64, error) {
-	b, err := readFile(path)
+	return readIntAt(unix.AT_FDCWD, "", path)
+}
+
+func readIntAt(dirfd int, dir, name string) (int64, error) {
+	b, err := readFileAt(dirfd, dir, name)
 	if err != nil {
 		return 0, err
 	}
@@ -75,7 +95,7 @@ func readInt(path string) (int64, error) {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("parse %s: %q is not an integer", path, s)
+		return 0, fmt.Errorf("parse %s: %q is not an integer", filepath.Join(dir, name), s)
 	}
 	return v, nil
 }
@@ -104,15 +124,27 @@ func keyValue(content []byte, key string) (int64, bool) {
 
 // readKey reads one key of a flat-keyed file.
 func readKey(path, key string) (int64, error) {
-	b, err := readFile(path)
+	return readKeyAt(unix.AT_FDCWD, "", path, key)
+}
+
+func readKeyAt(dirfd int, dir, name, key string) (int64, error) {
+	b, err := readFileAt(dirfd, dir, name)
 	if err != nil {
 		return 0, err
 	}
 	v, ok := keyValue(b, key)
 	if !ok {
-		return 0, fmt.Errorf("parse %s: no %q line", path, key)
+		return 0, fmt.Errorf("parse %s: no %q line", filepath.Join(dir, name), key)
 	}
 	return v, nil
+}
+
+// The files of one of a Group's directories, opened relative to its fd.
+func (d *cgDir) write(name, value string) error     { return writeFileAt(d.fd, d.path, name, value) }
+func (d *cgDir) read(name string) ([]byte, error)   { return readFileAt(d.fd, d.path, name) }
+func (d *cgDir) readInt(name string) (int64, error) { return readIntAt(d.fd, d.path, name) }
+func (d *cgDir) readKey(name, key string) (int64, error) {
+	return readKeyAt(d.fd, d.path, name, key)
 }
 
 // readPids reads a cgroup.procs file: one pid a line, in the reader's pid

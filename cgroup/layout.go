@@ -1,11 +1,9 @@
 package cgroup
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,13 +75,15 @@ func currentLayout() (*layout, error) {
 }
 
 func discover() (*layout, error) {
-	pc, err := os.ReadFile("/proc/self/cgroup")
+	// readFile, not os.ReadFile: no fstat and no epoll registration, and
+	// the errors already name the file.
+	pc, err := readFile("/proc/self/cgroup")
 	if err != nil {
-		return nil, fmt.Errorf("read /proc/self/cgroup: %w", err)
+		return nil, err
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := readFile("/proc/self/mountinfo")
 	if err != nil {
-		return nil, fmt.Errorf("read /proc/self/mountinfo: %w", err)
+		return nil, err
 	}
 	own, err := parseProcCgroup(pc)
 	if err != nil {
@@ -220,19 +220,27 @@ type cgroupMount struct {
 // (Documentation/filesystems/proc.rst, "/proc/<pid>/mountinfo").
 func parseMountinfo(b []byte) ([]cgroupMount, error) {
 	var out []cgroupMount
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		left, right, ok := strings.Cut(line, " - ")
+	for len(b) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			line, b = b, nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		left, right, ok := bytes.Cut(line, []byte(" - "))
 		if !ok {
 			return nil, fmt.Errorf("parse /proc/self/mountinfo: no separator in %q", line)
 		}
-		lf, rf := strings.Fields(left), strings.Fields(right)
-		if len(lf) < 5 || len(rf) < 3 {
+		// Only the cgroup lines are split up: the file lists every mount
+		// of the namespace, and this runs once per sbx exec.
+		rf := strings.Fields(string(right))
+		if len(rf) < 3 {
 			return nil, fmt.Errorf("parse /proc/self/mountinfo: short line %q", line)
 		}
-		m := cgroupMount{root: unescapeMountinfo(lf[3]), mountpoint: unescapeMountinfo(lf[4])}
+		var m cgroupMount
 		switch rf[0] {
 		case "cgroup2":
 			m.v2 = true
@@ -246,12 +254,17 @@ func parseMountinfo(b []byte) ([]cgroupMount, error) {
 				continue // name=systemd, or controllers sbx does not use
 			}
 		default:
+			if bytes.Count(left, []byte(" ")) < 4 {
+				return nil, fmt.Errorf("parse /proc/self/mountinfo: short line %q", line)
+			}
 			continue
 		}
+		lf := strings.Fields(string(left))
+		if len(lf) < 5 {
+			return nil, fmt.Errorf("parse /proc/self/mountinfo: short line %q", line)
+		}
+		m.root, m.mountpoint = unescapeMountinfo(lf[3]), unescapeMountinfo(lf[4])
 		out = append(out, m)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("parse /proc/self/mountinfo: %w", err)
 	}
 	return out, nil
 }

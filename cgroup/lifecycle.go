@@ -53,6 +53,7 @@ func makeLockedDir(path string) (*cgDir, error) {
 			unix.Close(fd) // removed under us: a removed cgroup has no files
 			continue
 		}
+		hold(path, true)
 		return &cgDir{path: path, fd: fd, tasksFD: -1, homeTasksFD: -1}, nil
 	}
 	return nil, fmt.Errorf("mkdir %s: removed by a concurrent cleanup three times in a row", path)
@@ -212,6 +213,7 @@ func (g *Group) Destroy() error {
 		// take the directory for stale.
 		d.closeTasksFDs()
 		unix.Close(d.fd)
+		hold(d.path, false)
 	}
 	g.dirs = left
 	if len(errs) > 0 {

@@ -210,3 +210,22 @@ func TestCheckID(t *testing.T) {
 		}
 	}
 }
+
+// TestV1PathOf: JoinThread's check of /proc/thread-self/cgroup finds the
+// same path for every controller as parseProcCgroup does.
+func TestV1PathOf(t *testing.T) {
+	in := []byte("12:name=systemd:/\n4:memory:/a/b\n2:cpu,cpuacct:/c\n0::/d\n")
+	pc, err := parseProcCgroup(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"memory", "cpu", "cpuacct", "name=systemd", "pids"} {
+		got, err := v1PathOf(in, c)
+		if err != nil || got != pc.v1Path[c] {
+			t.Errorf("v1PathOf(%q) = %q, %v; parseProcCgroup says %q", c, got, err, pc.v1Path[c])
+		}
+	}
+	if _, err := v1PathOf([]byte("4memory/a\n"), "memory"); err == nil {
+		t.Error("v1PathOf of a line without colons: nil error")
+	}
+}

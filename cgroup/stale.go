@@ -1,11 +1,11 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,59 +41,139 @@ func CleanupStale() error {
 		return nil
 	}
 	own := lay.ownV2()
+	live := map[string]bool{}
 	var errs []error
 	for _, base := range bases {
-		if err := cleanupDir(base, own); err != nil {
+		if err := cleanupDir(base, own, live); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func cleanupDir(base, own string) error {
-	f, err := os.Open(base)
+// cleanupDir removes the stale sbx-* groups of one hierarchy. live holds
+// the names found locked in the hierarchies before (v1 names a sandbox's
+// group alike in each): another sbx's live Group, whose directories are
+// all locked by it, or are being made by makeLockedDir, which takes a
+// concurrent removal in its stride. They are not tried again, so a busy
+// host's scan costs a lock attempt per live sandbox, not one per
+// hierarchy.
+func cleanupDir(base, own string, live map[string]bool) error {
+	names, err := staleCandidates(base)
 	if err != nil {
-		return fmt.Errorf("cleanup: open %s: %w", base, err)
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("cleanup: read %s: %w", base, err)
+		return err
 	}
 	var errs []error
 	for _, name := range names {
-		if !strings.HasPrefix(name, "sbx-") {
+		path := filepath.Join(base, name)
+		if path == own || held(path) || live[name] {
+			// This process's own supervisor leaf, a directory of one of
+			// its live Groups (flock would refuse: the lock is ours), or
+			// a live Group of another sbx: skip the open, flock and close.
 			continue
 		}
-		path := filepath.Join(base, name)
-		if path == own {
-			continue // this process's own supervisor leaf
-		}
-		if err := removeIfStale(path); err != nil {
+		busy, err := removeIfStale(path)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if busy {
+			live[name] = true
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func removeIfStale(path string) error {
+// staleCandidates lists the sbx-* entries of base, with one open and
+// getdents64 until the end and no more: os.File's Readdirnames would add
+// two fcntls and a failing epoll registration per directory, and this
+// runs in every hierarchy on every run (issue 13). Entries that are not
+// directories are left out: every cgroup is one (DT_DIR on cgroupfs,
+// kernfs_dir_fop).
+func staleCandidates(base string) ([]string, error) {
+	fd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cleanup: open %s: %w", base, err)
+	}
+	defer unix.Close(fd)
+	var buf [8192]byte
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cleanup: getdents64 %s: %w", base, err)
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		for b := buf[:n]; len(b) > 0; {
+			// struct linux_dirent64: d_ino u64, d_off s64, d_reclen u16,
+			// d_type u8, then the NUL-terminated name (getdents64(2)).
+			const nameOff = 19
+			if len(b) < nameOff {
+				return nil, fmt.Errorf("cleanup: getdents64 %s: a short record", base)
+			}
+			reclen := int(b[16]) | int(b[17])<<8
+			if reclen < nameOff || reclen > len(b) {
+				return nil, fmt.Errorf("cleanup: getdents64 %s: a record of %d bytes", base, reclen)
+			}
+			typ, name := b[18], b[nameOff:reclen]
+			b = b[reclen:]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if (typ == unix.DT_DIR || typ == unix.DT_UNKNOWN) && bytes.HasPrefix(name, []byte("sbx-")) {
+				names = append(names, string(name))
+			}
+		}
+	}
+}
+
+// heldDirs are the directories of this process's live Groups, from
+// makeLockedDir until Destroy has removed them (and let go of their
+// lock): CleanupStale need not try their lock.
+var (
+	heldMu   sync.Mutex
+	heldDirs = map[string]bool{}
+)
+
+func hold(path string, on bool) {
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if on {
+		heldDirs[path] = true
+	} else {
+		delete(heldDirs, path)
+	}
+}
+
+func held(path string) bool {
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	return heldDirs[path]
+}
+
+// removeIfStale removes path unless a live Group holds its lock (busy).
+func removeIfStale(path string) (busy bool, err error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil // gone meanwhile, or a file (no cgroup is)
+			return false, nil // gone meanwhile, or a file (no cgroup is)
 		}
-		return fmt.Errorf("cleanup: open %s: %w", path, err)
+		return false, fmt.Errorf("cleanup: open %s: %w", path, err)
 	}
 	defer unix.Close(fd)
 	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil // a live Group owns it
+			return true, nil // a live Group owns it
 		}
-		return fmt.Errorf("cleanup: flock %s: %w", path, err)
+		return false, fmt.Errorf("cleanup: flock %s: %w", path, err)
 	}
 	err = unix.Rmdir(path)
 	if err == nil || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOENT) {
-		return nil
+		return false, nil
 	}
-	return fmt.Errorf("cleanup: rmdir %s: %w", path, err)
+	return false, fmt.Errorf("cleanup: rmdir %s: %w", path, err)
 }

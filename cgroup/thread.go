@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -105,7 +106,7 @@ func (g *Group) JoinThread() (*ThreadMove, error) {
 	}
 	m := &ThreadMove{g: g, tid: tid}
 	for _, d := range g.dirs {
-		if err := writeSelf(d.tasksFD, filepath.Join(d.path, "tasks"), "join", tid); err != nil {
+		if err := writeSelf(d.tasksFD, d.path, "join", tid); err != nil {
 			if uerr := m.leave(); uerr != nil {
 				return nil, errors.Join(err, uerr)
 			}
@@ -125,16 +126,50 @@ func (g *Group) checkThreadHome(tid int) error {
 	if err != nil {
 		return fmt.Errorf("join thread %d: %w", tid, err)
 	}
-	pc, err := parseProcCgroup(b)
-	if err != nil {
-		return fmt.Errorf("join thread %d: %w", tid, err)
-	}
 	for _, d := range g.dirs {
-		if got := pc.v1Path[d.controllers[0]]; got != d.homeCgroup {
+		got, err := v1PathOf(b, d.controllers[0])
+		if err != nil {
+			return fmt.Errorf("join thread %d: parse %s: %w", tid, path, err)
+		}
+		if got != d.homeCgroup {
 			return fmt.Errorf("join thread %d: %s names cgroup1 %s:%s, not sbx's own cgroup %s", tid, path, d.controllers[0], got, d.homeCgroup)
 		}
 	}
 	return nil
+}
+
+// v1PathOf is the path /proc/.../cgroup content b gives for a v1
+// controller ("4:memory:/a", "2:cpu,cpuacct:/"), "" if none: what
+// parseProcCgroup finds, without building its map on every clone.
+func v1PathOf(b []byte, controller string) (string, error) {
+	for len(b) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			line, b = b, nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		_, rest, ok1 := bytes.Cut(line, []byte(":"))
+		ctrls, path, ok2 := bytes.Cut(rest, []byte(":"))
+		if !ok1 || !ok2 {
+			return "", fmt.Errorf("bad line %q", line)
+		}
+		for len(ctrls) > 0 {
+			c := ctrls
+			if i := bytes.IndexByte(ctrls, ','); i >= 0 {
+				c, ctrls = ctrls[:i], ctrls[i+1:]
+			} else {
+				ctrls = nil
+			}
+			if string(c) == controller {
+				return string(path), nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // LeaveThread moves the calling thread back into sbx's own cgroup in each
@@ -156,7 +191,7 @@ func (m *ThreadMove) leave() error {
 	var errs []error
 	var still []*cgDir
 	for _, d := range m.joined {
-		if err := writeSelf(d.homeTasksFD, filepath.Join(filepath.Dir(d.path), "tasks"), "leave", m.tid); err != nil {
+		if err := writeSelf(d.homeTasksFD, filepath.Dir(d.path), "leave", m.tid); err != nil {
 			errs = append(errs, err)
 			still = append(still, d)
 		}
@@ -168,15 +203,17 @@ func (m *ThreadMove) leave() error {
 	return nil
 }
 
-// writeSelf writes "0" to a tasks file: pid 0 is the writer itself.
-func writeSelf(fd int, path, step string, tid int) error {
+// writeSelf writes "0" to the tasks file of the cgroup dir: pid 0 is the
+// writer itself. The path is joined only for an error: this runs twice
+// per hierarchy on every clone.
+func writeSelf(fd int, dir, step string, tid int) error {
 	for {
 		_, err := unix.Write(fd, []byte("0"))
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%s thread %d: write 0 to %s: %w", step, tid, path, err)
+			return fmt.Errorf("%s thread %d: write 0 to %s: %w", step, tid, filepath.Join(dir, "tasks"), err)
 		}
 		return nil
 	}

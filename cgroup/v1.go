@@ -60,11 +60,11 @@ func mapValues(m map[string]error) []error {
 }
 
 func (g *Group) applyV1(l Limits, skipped map[string]error) error {
-	need := func(kind, controller string, limit bool) (string, bool) {
+	need := func(kind, controller string, limit bool) (*cgDir, bool) {
 		if !limit {
-			return "", false
+			return nil, false
 		}
-		dir, ok := g.dirFor(controller)
+		dir, ok := g.dirOf(controller)
 		if !ok {
 			why := skipped[controller]
 			if why == nil {
@@ -76,17 +76,17 @@ func (g *Group) applyV1(l Limits, skipped map[string]error) error {
 	}
 	if dir, ok := need(KindMemory, "memory", l.MemoryBytes > 0); ok {
 		v := strconv.FormatInt(l.MemoryBytes, 10)
-		if err := writeFile(filepath.Join(dir, "memory.limit_in_bytes"), v); err != nil {
+		if err := dir.write("memory.limit_in_bytes", v); err != nil {
 			return err
 		}
 		// memsw = RAM + swap; setting it to the same value forbids swap. It
 		// must be written after limit_in_bytes (memsw >= limit at all times)
 		// and exists only with swap accounting (cgroup-v1/memory.rst 2.4).
-		err := writeFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), v)
+		err := dir.write("memory.memsw.limit_in_bytes", v)
 		if errors.Is(err, unix.ENOENT) {
 			// No swap accounting: keep the memcg from swapping anonymous
 			// memory at all instead (memory.rst 5.3, swappiness 0).
-			err = writeFile(filepath.Join(dir, "memory.swappiness"), "0")
+			err = dir.write("memory.swappiness", "0")
 		}
 		if err != nil {
 			return err
@@ -95,13 +95,13 @@ func (g *Group) applyV1(l Limits, skipped map[string]error) error {
 		// created (mm/memcontrol-v1.c); with it set, tasks over the limit
 		// would hang in the OOM handler instead of being killed
 		// (memory.rst 10. OOM Control).
-		if err := writeFile(filepath.Join(dir, "memory.oom_control"), "0"); err != nil {
+		if err := dir.write("memory.oom_control", "0"); err != nil {
 			return err
 		}
 		g.enforced[KindMemory] = ModeV1
 	}
 	if dir, ok := need(KindPids, "pids", l.Pids > 0); ok {
-		if err := writeFile(filepath.Join(dir, "pids.max"), strconv.FormatInt(l.Pids, 10)); err != nil {
+		if err := dir.write("pids.max", strconv.FormatInt(l.Pids, 10)); err != nil {
 			return err
 		}
 		g.enforced[KindPids] = ModeV1
@@ -110,16 +110,15 @@ func (g *Group) applyV1(l Limits, skipped map[string]error) error {
 		// cfs_period_us of a new cgroup is the kernel default, 100 ms, not
 		// inherited, so only the quota is written (sched-bwc.rst).
 		v := strconv.FormatInt(cpuQuotaUS(l.CPUs), 10)
-		if err := writeFile(filepath.Join(dir, "cpu.cfs_quota_us"), v); err != nil {
+		if err := dir.write("cpu.cfs_quota_us", v); err != nil {
 			return err
 		}
 		g.enforced[KindCPUs] = ModeV1
 	}
-	if dir, ok := g.dirFor("cpuacct"); ok {
-		p := filepath.Join(dir, "cpuacct.usage")
-		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if dir, ok := g.dirOf("cpuacct"); ok {
+		fd, err := unix.Openat(dir.fd, "cpuacct.usage", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return fmt.Errorf("open %s: %w", p, err)
+			return fmt.Errorf("open %s: %w", filepath.Join(dir.path, "cpuacct.usage"), err)
 		}
 		g.cpuFD = fd
 	}
@@ -146,50 +145,40 @@ func splitCPU(total, user, sys time.Duration) (time.Duration, time.Duration) {
 
 func (g *Group) statsV1() (Stats, error) {
 	var s Stats
-	if dir, ok := g.dirFor("cpuacct"); ok {
+	if dir, ok := g.dirOf("cpuacct"); ok {
 		// ns, split by the mode the CPU was in when the time was charged
 		// (Linux 4.7+; cgroup-v1/cpuacct.rst).
-		u, err := readInt(filepath.Join(dir, "cpuacct.usage_user"))
+		u, err := dir.readInt("cpuacct.usage_user")
 		if err != nil {
 			return s, err
 		}
-		y, err := readInt(filepath.Join(dir, "cpuacct.usage_sys"))
+		y, err := dir.readInt("cpuacct.usage_sys")
 		if err != nil {
 			return s, err
 		}
-		total, err := readInt(filepath.Join(dir, "cpuacct.usage"))
+		// The total from the fd New opened (a pread, no open).
+		total, err := g.cpuUsage()
 		if err != nil {
 			return s, err
 		}
-		s.UserCPU, s.SystemCPU = splitCPU(time.Duration(total), time.Duration(u), time.Duration(y))
+		s.UserCPU, s.SystemCPU = splitCPU(total, time.Duration(u), time.Duration(y))
 	}
-	if dir, ok := g.dirFor("memory"); ok {
+	if dir, ok := g.dirOf("memory"); ok {
 		var err error
-		if s.PeakMemoryBytes, err = readInt(filepath.Join(dir, "memory.max_usage_in_bytes")); err != nil {
+		if s.PeakMemoryBytes, err = dir.readInt("memory.max_usage_in_bytes"); err != nil {
 			return s, err
 		}
-		if s.MemoryFailcnt, err = readInt(filepath.Join(dir, "memory.failcnt")); err != nil {
-			return s, err
-		}
-		// With memsw = limit the memsw counter is the one that fails first;
-		// older kernels count its failures there, recent ones (6.18) count
-		// failures on the memory counter only, so both stay 0 (see Stats).
-		sw, err := readInt(filepath.Join(dir, "memory.memsw.failcnt"))
-		if optional(err) != nil {
-			return s, err
-		}
-		s.MemoryFailcnt += sw
 		// oom_kill in memory.oom_control: Linux 4.13+.
-		if s.OOMKills, err = readKey(filepath.Join(dir, "memory.oom_control"), "oom_kill"); err != nil {
+		if s.OOMKills, err = dir.readKey("memory.oom_control", "oom_kill"); err != nil {
 			return s, err
 		}
 	}
-	if dir, ok := g.dirFor("pids"); ok {
+	if dir, ok := g.dirOf("pids"); ok {
 		var err error
-		if s.PidsPeak, err = readInt(filepath.Join(dir, "pids.peak")); optional(err) != nil {
+		if s.PidsPeak, err = dir.readInt("pids.peak"); optional(err) != nil {
 			return s, err
 		}
-		if s.PidsMaxEvents, err = readKey(filepath.Join(dir, "pids.events"), "max"); err != nil {
+		if s.PidsMaxEvents, err = dir.readKey("pids.events", "max"); err != nil {
 			return s, err
 		}
 	}

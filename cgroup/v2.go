@@ -38,7 +38,7 @@ func newV2(lay *layout, id string, l Limits) (*Group, error) {
 }
 
 func (g *Group) applyV2(l Limits, enabled map[string]bool, why map[string]error) error {
-	dir := g.dirs[0].path
+	dir := g.dirs[0]
 	need := func(kind, controller string, limit bool) bool {
 		if !limit {
 			return false
@@ -50,34 +50,33 @@ func (g *Group) applyV2(l Limits, enabled map[string]bool, why map[string]error)
 		return true
 	}
 	if need(KindMemory, "memory", l.MemoryBytes > 0) {
-		if err := writeFile(filepath.Join(dir, "memory.max"), strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
+		if err := dir.write("memory.max", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
 			return err
 		}
 		// No swap, so that the limit is the sandbox's whole footprint.
 		// memory.swap.max exists only with swap accounting (CONFIG_MEMCG_SWAP
 		// and not swapaccount=0); without it swap is not charged at all.
-		if err := writeFile(filepath.Join(dir, "memory.swap.max"), "0"); err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := dir.write("memory.swap.max", "0"); err != nil && !errors.Is(err, unix.ENOENT) {
 			return err
 		}
 		g.enforced[KindMemory] = ModeV2
 	}
 	if need(KindPids, "pids", l.Pids > 0) {
-		if err := writeFile(filepath.Join(dir, "pids.max"), strconv.FormatInt(l.Pids, 10)); err != nil {
+		if err := dir.write("pids.max", strconv.FormatInt(l.Pids, 10)); err != nil {
 			return err
 		}
 		g.enforced[KindPids] = ModeV2
 	}
 	if need(KindCPUs, "cpu", l.CPUs > 0) {
 		v := fmt.Sprintf("%d %d", cpuQuotaUS(l.CPUs), cpuPeriodUS)
-		if err := writeFile(filepath.Join(dir, "cpu.max"), v); err != nil {
+		if err := dir.write("cpu.max", v); err != nil {
 			return err
 		}
 		g.enforced[KindCPUs] = ModeV2
 	}
-	p := filepath.Join(dir, "cpu.stat")
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(dir.fd, "cpu.stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", p, err)
+		return fmt.Errorf("open %s: %w", filepath.Join(dir.path, "cpu.stat"), err)
 	}
 	g.cpuFD = fd
 	return nil
@@ -272,31 +271,30 @@ func moveSelfBack(lay *layout) error {
 }
 
 func (g *Group) statsV2() (Stats, error) {
-	dir := g.dirs[0].path
+	dir := g.dirs[0]
 	var s Stats
-	b, err := readFile(filepath.Join(dir, "cpu.stat"))
+	b, err := dir.read("cpu.stat")
 	if err != nil {
 		return s, err
 	}
 	u, ok1 := keyValue(b, "user_usec")
 	y, ok2 := keyValue(b, "system_usec")
 	if !ok1 || !ok2 {
-		return s, fmt.Errorf("parse %s: no user_usec/system_usec in %q", filepath.Join(dir, "cpu.stat"), b)
+		return s, fmt.Errorf("parse %s: no user_usec/system_usec in %q", filepath.Join(dir.path, "cpu.stat"), b)
 	}
 	s.UserCPU, s.SystemCPU = time.Duration(u)*time.Microsecond, time.Duration(y)*time.Microsecond
-	if s.PeakMemoryBytes, err = readInt(filepath.Join(dir, "memory.peak")); optional(err) != nil {
+	if s.PeakMemoryBytes, err = dir.readInt("memory.peak"); optional(err) != nil {
 		return s, err
 	}
-	if b, err = readFile(filepath.Join(dir, "memory.events")); optional(err) != nil {
+	if b, err = dir.read("memory.events"); optional(err) != nil {
 		return s, err
 	} else if err == nil {
 		s.OOMKills, _ = keyValue(b, "oom_kill")
-		s.MemoryFailcnt, _ = keyValue(b, "max")
 	}
-	if s.PidsPeak, err = readInt(filepath.Join(dir, "pids.peak")); optional(err) != nil {
+	if s.PidsPeak, err = dir.readInt("pids.peak"); optional(err) != nil {
 		return s, err
 	}
-	if b, err = readFile(filepath.Join(dir, "pids.events")); optional(err) != nil {
+	if b, err = dir.read("pids.events"); optional(err) != nil {
 		return s, err
 	} else if err == nil {
 		s.PidsMaxEvents, _ = keyValue(b, "max")
