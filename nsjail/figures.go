@@ -1,17 +1,15 @@
 package nsjail
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
-	"image/png"
 )
 
 // takeFigures puts the figures the runner rendered (warm_driver.py,
 // _sbx_figures) into Result.Results, as MIME bundles with a png, when
 // this run asked for them (Payload.FigureBytes). The supervisor trusts
 // none of them: each must be a PNG (its signature and IHDR, as
-// png.DecodeConfig reads them), together within the run's budget and
+// png.DecodeConfig reads them, figures_png.go), together within the run's budget and
 // MaxFigures. A payload can connect to the runner's report itself, but
 // it gets no more than it would by leaving a figure open: a PNG image,
 // within the same caps.
@@ -30,7 +28,7 @@ func (s *supervisor) takeFigures(exit *StatusMsg) {
 			cut, why = true, fmt.Sprintf("figure %d and later: past the output cap (%d bytes) or %d figures", i+1, s.figureBytes, maxFigures)
 			break
 		}
-		if _, err := png.DecodeConfig(bytes.NewReader(b)); err != nil {
+		if err := checkPNG(b); err != nil {
 			cut, why = true, fmt.Sprintf("figure %d dropped: not a PNG (%v)", i+1, err)
 			continue
 		}
