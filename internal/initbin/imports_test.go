@@ -53,6 +53,8 @@ var initForbidden = map[string]string{
 	"hash/crc32":                             "image/png's",
 	"net":                                    "the proxy and egress listeners are served by the supervisor (proxy_serve_linux.go, egress_linux.go); the init makes its sockets with x/sys/unix",
 	"vendor/golang.org/x/net/dns/dnsmessage": "net's",
+	"net/netip":                              "spec.Forward's address is plain bytes (nsjail/spec/network.go); netip's init and the methods JSON keeps cost ~90 KB",
+	"unique":                                 "net/netip's",
 	"os/signal":                              "the init sets its dispositions with rt_sigaction (init_signal_linux.go): signal.Notify costs ~50 µs a signal",
 }
 
