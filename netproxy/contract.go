@@ -1,6 +1,10 @@
 package netproxy
 
-import "github.com/sbx-sandbox/sbx/nsjail/spec"
+import (
+	"net/netip"
+
+	"github.com/sbx-sandbox/sbx/nsjail/spec"
+)
 
 // The proxy's records are part of the Result, so they are defined with it
 // in the cgo-free contract package (issue 12, item 6); these names keep
@@ -17,3 +21,9 @@ const (
 	KindDNS     = spec.KindDNS
 	KindForward = spec.KindForward
 )
+
+// forwardAddr is fw's listener address (spec.Forward says why it is kept
+// as plain bytes).
+func forwardAddr(fw Forward) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4(fw.IP), fw.Port)
+}

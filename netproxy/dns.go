@@ -149,7 +149,7 @@ func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reserv
 		if !e.wild {
 			res[e.name] = &reservation{addr: next, ports: e.ports}
 			for _, p := range e.ports {
-				fw = append(fw, Forward{Name: e.name, Addr: netip.AddrPortFrom(next, uint16(p))})
+				fw = append(fw, Forward{Name: e.name, IP: next.As4(), Port: uint16(p)})
 			}
 			next = next.Next()
 			continue
@@ -158,7 +158,7 @@ func reserve(a *Allowlist, pins map[pinKey][]netip.AddrPort) (map[string]*reserv
 		for range n {
 			pl.addrs = append(pl.addrs, next)
 			for _, p := range e.ports {
-				fw = append(fw, Forward{Pattern: "*." + e.name, Addr: netip.AddrPortFrom(next, uint16(p))})
+				fw = append(fw, Forward{Pattern: "*." + e.name, IP: next.As4(), Port: uint16(p)})
 			}
 			next = next.Next()
 		}

@@ -32,10 +32,10 @@ func TestDNSAnswers(t *testing.T) {
 	}
 	defer p.Close()
 	want := []Forward{
-		{Name: "api.test", Addr: netip.MustParseAddrPort("127.1.0.1:80")},
-		{Name: "api.test", Addr: netip.MustParseAddrPort("127.1.0.1:443")},
-		{Name: "api.test", Addr: netip.MustParseAddrPort("127.1.0.1:8080")},
-		{Name: "db.test", Addr: netip.MustParseAddrPort("127.1.0.2:5432")},
+		{Name: "api.test", IP: [4]byte{127, 1, 0, 1}, Port: 80},
+		{Name: "api.test", IP: [4]byte{127, 1, 0, 1}, Port: 443},
+		{Name: "api.test", IP: [4]byte{127, 1, 0, 1}, Port: 8080},
+		{Name: "db.test", IP: [4]byte{127, 1, 0, 2}, Port: 5432},
 	}
 	if got := p.Forwards(); len(got) != len(want)+2*WildcardAddrs || got[len(want)].Pattern != "*.wild.test" || got[0] != want[0] || got[2] != want[2] || got[3] != want[3] {
 		t.Errorf("Forwards = %v, want %v", got, want)
@@ -250,11 +250,11 @@ func TestWildcardForward(t *testing.T) {
 	}
 	defer p.Close()
 	fws := p.Forwards()
-	if len(fws) != WildcardAddrs || fws[0].Pattern != "*.wild.test:443" && fws[0].Pattern != "*.wild.test" || fws[0].Addr.Port() != 443 {
+	if len(fws) != WildcardAddrs || fws[0].Pattern != "*.wild.test:443" && fws[0].Pattern != "*.wild.test" || fws[0].Port != 443 {
 		t.Fatalf("forwards %+v", fws)
 	}
 	for i := range WildcardAddrs {
-		if a, why := p.wildAddr(fmt.Sprintf("n%d.wild.test", i)); a != fws[i].Addr.Addr() {
+		if a, why := p.wildAddr(fmt.Sprintf("n%d.wild.test", i)); a != forwardAddr(fws[i]).Addr() {
 			t.Fatalf("name %d: %v %q", i, a, why)
 		}
 	}

@@ -480,7 +480,7 @@ func (p *Proxy) admit(c net.Conn, fw *Forward) bool {
 		p.refused++
 		a := Attempt{Reason: reason}
 		if fw != nil {
-			a = Attempt{Kind: KindForward, Host: fw.Name, Port: int(fw.Addr.Port()), Method: "TCP", Reason: reason}
+			a = Attempt{Kind: KindForward, Host: fw.Name, Port: int(fw.Port), Method: "TCP", Reason: reason}
 		}
 		p.fileRecord(p.record(), a)
 		p.mu.Unlock()

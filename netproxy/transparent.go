@@ -24,16 +24,16 @@ func (p *Proxy) ServeForward(l net.Listener, fw Forward) error {
 // to read, the destination is the listener's.
 func (s *session) forwardTCP() {
 	s.clk.endHeader()
-	port := int(s.fw.Addr.Port())
+	port := int(s.fw.Port)
 	name := s.fw.Name
 	if name == "" {
 		// A wildcard's address: the name it went to, if any yet.
-		name = s.p.wildName(s.fw.Addr.Addr())
+		name = s.p.wildName(forwardAddr(*s.fw).Addr())
 	}
 	s.rec = Attempt{Kind: KindForward, Host: name, Port: port, Method: "TCP"}
 	if name == "" {
-		s.rec.Host = s.fw.Addr.Addr().String()
-		s.rec.Reason = fmt.Sprintf("%s is one of %s's addresses, and no name under it was looked up for it", s.fw.Addr.Addr(), s.fw.Pattern)
+		s.rec.Host = forwardAddr(*s.fw).Addr().String()
+		s.rec.Reason = fmt.Sprintf("%s is one of %s's addresses, and no name under it was looked up for it", forwardAddr(*s.fw).Addr(), s.fw.Pattern)
 		return
 	}
 	if r := s.open(name, netip.Addr{}, port); r != nil {
@@ -143,10 +143,10 @@ func (p *Proxy) refusedSYN(dst netip.AddrPort) {
 	var name, pattern string
 	reserved := false
 	for _, fw := range p.forwards {
-		if fw.Addr == dst {
+		if forwardAddr(fw) == dst {
 			return // ServeForward has it
 		}
-		if fw.Addr.Addr() == dst.Addr() {
+		if forwardAddr(fw).Addr() == dst.Addr() {
 			reserved, name, pattern = true, fw.Name, fw.Pattern
 		}
 	}

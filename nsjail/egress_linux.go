@@ -1,3 +1,5 @@
+//go:build !sbx_init_only
+
 package nsjail
 
 import (
@@ -10,6 +12,7 @@ import (
 
 // The supervisor's side of egress: it asks the init for the DNS stub's and
 // the forwards' sockets (init_egress_linux.go makes them) and serves them.
+// The init binary leaves it out (proxy_serve_linux.go says why).
 
 // EgressServer is what a ProxyServer also offers to serve the DNS stub and
 // the transparent listeners (netproxy.Proxy does).
@@ -21,9 +24,6 @@ type EgressServer interface {
 	Forwards() []Forward
 	NoProxy() string
 }
-
-// maxFDsPerMsg stays under SCM_MAX_FD (253, net/unix/scm.c).
-const maxFDsPerMsg = 200
 
 // prepareEgress asks the init for the stub's and the forwards' sockets
 // when the proxy can serve them.

@@ -32,10 +32,7 @@ func (in *initProc) handOverEgress() error {
 	}
 	fds = append(fds, fd)
 	for _, fw := range in.spec.Forwards {
-		if !fw.Addr.Addr().Is4() {
-			return fmt.Errorf("forward %s: not an IPv4 address", fw.Addr)
-		}
-		if fd, err = bindInet(unix.SOCK_STREAM, fw.Addr.Addr().As4(), int(fw.Addr.Port())); err != nil {
+		if fd, err = bindInet(unix.SOCK_STREAM, fw.IP, int(fw.Port)); err != nil {
 			return err
 		}
 		fds = append(fds, fd)

@@ -2,8 +2,6 @@ package nsjail
 
 import (
 	"fmt"
-	"net"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,12 +10,8 @@ import (
 // own loopback. HTTP_PROXY and friends point there.
 const ProxyAddr = "127.0.0.1:3128"
 
-// ProxyServer serves the sandbox's proxy connections on the host side
-// (netproxy.Proxy). Close must stop it and everything it opened.
-type ProxyServer interface {
-	Serve(l net.Listener) error
-	Close() error
-}
+// maxFDsPerMsg stays under SCM_MAX_FD (253, net/unix/scm.c).
+const maxFDsPerMsg = 200
 
 // listenProxy opens the proxy's listening socket inside the sandbox's
 // network namespace, on its loopback. Only the socket is made here: the
@@ -47,28 +41,4 @@ func sendFD(sock, fd int) error {
 		return fmt.Errorf("sendmsg SCM_RIGHTS: %w", err)
 	}
 	return nil
-}
-
-// recvListener receives the proxy's listening socket from the init.
-func recvListener(sock *os.File) (net.Listener, error) {
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("recvmsg: %w", err)
-	}
-	if n != 1 || oobn == 0 {
-		return nil, fmt.Errorf("recvmsg: no listener from the init")
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, fmt.Errorf("recvmsg: bad control message: %v", err)
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return nil, fmt.Errorf("recvmsg: bad SCM_RIGHTS: %v", err)
-	}
-	f := os.NewFile(uintptr(fds[0]), "proxy listener")
-	defer f.Close() // FileListener dups it
-	return net.FileListener(f)
 }

@@ -631,24 +631,6 @@ func (e *threadInsideError) awaitGone() {
 	}
 }
 
-// serveProxy takes the listening socket from the init and serves it until
-// the run ends (Job.Proxy.Close, deferred in run, stops it).
-func (s *supervisor) serveProxy(sock *os.File) {
-	// EOF (the init gone) ends a pending recvmsg: the init holds the
-	// only other end.
-	if !s.serveEgress(sock) {
-		sock.Close()
-		return
-	}
-	l, err := recvListener(sock)
-	sock.Close()
-	if err != nil {
-		return // the init failed its step and says so on the status pipe
-	}
-	s.job.Proxy.Serve(l)
-	l.Close()
-}
-
 // withProxyEnv points HTTP clients at the proxy, unless the profile or a
 // flag already set a variable; noProxy (the sandbox's own addresses) stays
 // direct.

@@ -40,6 +40,27 @@ var initAllowed = []string{
 	module + "internal/version",
 }
 
+// initForbidden is the standard library the init must not link, with
+// why: each came in once through the supervisor's half of nsjail (linked,
+// never run) and cost the image, which every sandbox copies into a memfd
+// at ~1.2 ms of CPU per MB (docs/DESIGN.md, issue 13). Importing a
+// package keeps its package init, and what that init references, even
+// when nothing calls it.
+var initForbidden = map[string]string{
+	"image":                                  "the figures' PNG check is the supervisor's (figures_png.go)",
+	"image/png":                              "the figures' PNG check is the supervisor's (figures_png.go)",
+	"image/color":                            "image/png's",
+	"compress/flate":                         "image/png's",
+	"compress/zlib":                          "image/png's",
+	"hash/adler32":                           "image/png's",
+	"hash/crc32":                             "image/png's",
+	"net":                                    "the proxy and egress listeners are served by the supervisor (proxy_serve_linux.go, egress_linux.go); the init makes its sockets with x/sys/unix",
+	"vendor/golang.org/x/net/dns/dnsmessage": "net's",
+	"net/netip":                              "spec.Forward's address is plain bytes (nsjail/spec/network.go); netip's init and the methods JSON keeps cost ~90 KB",
+	"unique":                                 "net/netip's",
+	"os/signal":                              "the init sets its dispositions with rt_sigaction (init_signal_linux.go): signal.Notify costs ~50 µs a signal",
+}
+
 func allowed(path string) bool {
 	for _, a := range initAllowed {
 		if path == a || strings.HasSuffix(a, "/") && strings.HasPrefix(path, a) {
@@ -94,6 +115,9 @@ func TestInitBinaryImports(t *testing.T) {
 			t.Fatalf("go list -deps ./cmd/sbx-init: %v", err)
 		}
 		seen = append(seen, p.ImportPath)
+		if why, ok := initForbidden[p.ImportPath]; ok {
+			t.Errorf("sbx-init links %s: %s", p.ImportPath, why)
+		}
 		if p.Standard {
 			continue
 		}

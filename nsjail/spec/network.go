@@ -1,7 +1,5 @@
 package spec
 
-import "net/netip"
-
 // DNSStubIP is the DNS stub's address inside the sandbox: resolv.conf
 // names it. It is the address systemd-resolved uses, on the sandbox's own
 // loopback; the supervisor answers on it from the host side (issue 18).
@@ -74,8 +72,16 @@ type DNSSummary struct {
 // its allowed ports. For a wildcard's address Name is "" and Pattern the
 // wildcard: the address goes to the first name under it that the stub is
 // asked for (netproxy.Proxy.wildName).
+//
+// The address is IP:Port, always IPv4 (netproxy reserves them in
+// 127.1.0.0/16, netproxy/dns.go), as plain bytes rather than a
+// netip.AddrPort: the init binds it and needs nothing else of it, and
+// importing net/netip alone (its package init, and the methods JSON keeps
+// of a decoded netip type) is ~90 KB of the image every sandbox copies
+// into a memfd (issue 13). netproxy's forwardAddr makes it a netip.AddrPort.
 type Forward struct {
-	Name    string         `json:"name,omitempty"`
-	Pattern string         `json:"pattern,omitempty"`
-	Addr    netip.AddrPort `json:"addr"`
+	Name    string  `json:"name,omitempty"`
+	Pattern string  `json:"pattern,omitempty"`
+	IP      [4]byte `json:"ip"`
+	Port    uint16  `json:"port"`
 }
