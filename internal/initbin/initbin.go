@@ -98,7 +98,7 @@ func (e Exe) Describe() string {
 	switch {
 	case e.Kind == KindMemfd:
 		return fmt.Sprintf("sbx-init (%.1f MB static, no cgo), from a sealed memfd", float64(e.Size)/(1<<20))
-	case e.Why != "" && e.CopyWhy != "":
+	case e.Why != "" && e.CopyWhy != "" && e.CopyWhy != e.Why:
 		return "sbx itself re-executed (/proc/self/exe): " + e.Why + " (after the sendfile from /proc/self/exe failed: " + e.CopyWhy + ")"
 	case e.Why != "":
 		return "sbx itself re-executed (/proc/self/exe): " + e.Why
