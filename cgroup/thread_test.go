@@ -13,18 +13,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// threadCgroups is /proc/PID/task/TID/cgroup parsed.
-func threadCgroups(t *testing.T, pid, tid int) procCgroup {
-	t.Helper()
+// threadCgroups is /proc/PID/task/TID/cgroup parsed. It returns its
+// error rather than calling t.Fatal: TestJoinThread calls it from a
+// goroutine of its own (locked to a thread that is not the main one), where
+// FailNow would end that goroutine only and leave the test waiting for
+// its result until the -timeout.
+func threadCgroups(pid, tid int) (procCgroup, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/cgroup", pid, tid))
 	if err != nil {
-		t.Fatal(err)
+		return procCgroup{}, err
 	}
-	pc, err := parseProcCgroup(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pc
+	return parseProcCgroup(b)
 }
 
 // TestJoinThread: JoinThread moves the calling thread alone into the
@@ -49,13 +48,22 @@ func TestJoinThread(t *testing.T) {
 		}
 		errc <- func() error {
 			tid := unix.Gettid()
-			before := threadCgroups(t, os.Getpid(), tid)
+			before, err := threadCgroups(os.Getpid(), tid)
+			if err != nil {
+				return err
+			}
 			m, err := g.JoinThread()
 			if err != nil {
 				return fmt.Errorf("JoinThread: %w", err)
 			}
-			in := threadCgroups(t, os.Getpid(), tid)
-			main := threadCgroups(t, os.Getpid(), os.Getpid())
+			in, err := threadCgroups(os.Getpid(), tid)
+			if err != nil {
+				return err
+			}
+			main, err := threadCgroups(os.Getpid(), os.Getpid())
+			if err != nil {
+				return err
+			}
 			for _, d := range g.dirs {
 				c := d.controllers[0]
 				if !strings.HasSuffix(in.v1Path[c], name) {
@@ -97,7 +105,10 @@ func TestJoinThread(t *testing.T) {
 			if err := m.LeaveThread(); err != nil {
 				return fmt.Errorf("LeaveThread: %w", err)
 			}
-			after := threadCgroups(t, os.Getpid(), tid)
+			after, err := threadCgroups(os.Getpid(), tid)
+			if err != nil {
+				return err
+			}
 			for _, d := range g.dirs {
 				c := d.controllers[0]
 				if after.v1Path[c] != before.v1Path[c] {

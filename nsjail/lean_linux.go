@@ -36,6 +36,9 @@ func (s *supervisor) chooseInit() {
 		if e.Started != "" {
 			name += ", " + string(e.Started)
 		}
+		if e.CopyWhy != "" {
+			name += "; the sendfile failed: " + e.CopyWhy
+		}
 		s.tl.add([]Mark{{name + ")", max(e.SealedNS, s.job.T0)}})
 	}
 	s.tl.mark("sbx: init is " + string(s.initExe.Kind))

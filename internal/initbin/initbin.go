@@ -59,6 +59,9 @@ type Exe struct {
 	Why string
 	// Copy says how the memfd was filled (KindMemfd only).
 	Copy Copy
+	// CopyWhy says why the sendfile from /proc/self/exe failed, where
+	// Copy is CopyWrite (or, with KindSelf, before the write failed too).
+	CopyWhy string
 	// Started says where an `sbx exec` started the copy (early.go);
 	// empty when the first sandbox's set-up did.
 	Started Start
@@ -95,6 +98,8 @@ func (e Exe) Describe() string {
 	switch {
 	case e.Kind == KindMemfd:
 		return fmt.Sprintf("sbx-init (%.1f MB static, no cgo), from a sealed memfd", float64(e.Size)/(1<<20))
+	case e.Why != "" && e.CopyWhy != "" && e.CopyWhy != e.Why:
+		return "sbx itself re-executed (/proc/self/exe): " + e.Why + " (after the sendfile from /proc/self/exe failed: " + e.CopyWhy + ")"
 	case e.Why != "":
 		return "sbx itself re-executed (/proc/self/exe): " + e.Why
 	}
@@ -145,20 +150,21 @@ var (
 )
 
 func makeMemfd() {
-	how := CopySendfile
+	how, why := CopySendfile, ""
 	fd, err := sealedMemfdFilled("sbx-init", image, copyFromSelf)
 	if err != nil {
 		// Not a failure: the image's own bytes are as good, only
 		// dearer to copy (an unreadable binary, mode 0111; a packed one).
-		how = CopyWrite
+		// The reason is kept: --debug-timings shows it beside the copy.
+		how, why = CopyWrite, err.Error()
 		fd, err = sealedMemfd("sbx-init", image)
 	}
 	if err != nil {
-		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error()}
+		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error(), CopyWhy: why}
 		return
 	}
 	dropPages(image)
-	memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image), Copy: how, Started: startedAt, SealedNS: monotonicNS()}
+	memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image), Copy: how, CopyWhy: why, Started: startedAt, SealedNS: monotonicNS()}
 }
 
 func monotonicNS() int64 {

@@ -149,3 +149,24 @@ func TestStartsEarly(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestDescribeNamesTheFailedSendfile: where neither copy made a memfd,
+// Describe (the Result's namespaces layer, doctor) names both failures,
+// once when they are the same (memfd_create itself failed).
+func TestDescribeNamesTheFailedSendfile(t *testing.T) {
+	for _, tc := range []struct {
+		e    Exe
+		want string
+	}{
+		{Exe{Kind: KindSelf, Why: "write: ENOSPC", CopyWhy: "open /proc/self/exe O_RDONLY: permission denied"},
+			"sbx itself re-executed (/proc/self/exe): write: ENOSPC (after the sendfile from /proc/self/exe failed: open /proc/self/exe O_RDONLY: permission denied)"},
+		{Exe{Kind: KindSelf, Why: "memfd_create: EMFILE", CopyWhy: "memfd_create: EMFILE"},
+			"sbx itself re-executed (/proc/self/exe): memfd_create: EMFILE"},
+		{Exe{Kind: KindMemfd, Size: 3 << 20, Copy: CopyWrite, CopyWhy: "x"},
+			"sbx-init (3.0 MB static, no cgo), from a sealed memfd"},
+	} {
+		if got := tc.e.Describe(); got != tc.want {
+			t.Errorf("Describe(%+v) = %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}
