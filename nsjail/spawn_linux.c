@@ -267,6 +267,13 @@ int sbx_spawn(struct sbx_spawn *a) {
 		a->step = SBX_STEP_STACK, a->err = errno;
 		goto fail_pipes;
 	}
+	// A guard page below: an overflow faults instead of writing into
+	// whatever the supervisor mapped there.
+	if (mprotect(stack, 4096, PROT_NONE) < 0) {
+		a->step = SBX_STEP_STACK, a->err = errno;
+		munmap(stack, SBX_SPAWN_STACK);
+		goto fail_pipes;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	memcpy(&a->sigmask, &old, sizeof a->sigmask);
