@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -104,12 +105,7 @@ func spawnInit(cmd *exec.Cmd) error {
 	// The files stay open (f.Fd above) until the child has its copies:
 	// sbx_spawn returns only once it exec'd or is gone.
 	r := C.sbx_spawn(a)
-	for _, f := range files {
-		if f != nil {
-			// Fd() is a use: keep each alive past the call.
-			_ = f.Fd()
-		}
-	}
+	runtime.KeepAlive(files) // no finalizer closes one during the call
 	if r != 0 {
 		return &SpawnError{Step: C.GoString(C.sbx_spawn_step(a.step)), Args: spawnArgs(cmd, int(a.step)), Errno: syscall.Errno(a.err)}
 	}
