@@ -327,14 +327,25 @@ func (s *supervisor) start(ctx context.Context) error {
 			started <- err
 			return false
 		}
-		err = cmd.Start()
+		// spawnInit clones without copying the supervisor (CLONE_VM,
+		// spawn_linux.c); cmd.Start, a full fork, where it cannot.
+		spawned := true
+		err = spawnInit(cmd)
+		if errors.Is(err, errSpawnUnsupported) {
+			spawned = false
+			err = cmd.Start()
+		}
+		wait := cmd.Wait
+		if spawned {
+			wait = func() error { return waitSpawned(cmd) }
+		}
 		if err == nil {
-			s.tl.mark("sbx: clone+exec init (cmd.Start)")
+			s.tl.mark(cloneMark(spawned))
 		}
 		if lerr := s.leaveCgroupAfterClone(m); lerr != nil {
 			if err == nil {
 				cmd.Process.Kill()
-				cmd.Wait()
+				wait()
 			}
 			started <- lerr
 			return false
@@ -344,7 +355,7 @@ func (s *supervisor) start(ctx context.Context) error {
 			return true
 		}
 		started <- nil
-		exited <- cmd.Wait()
+		exited <- wait()
 		return true
 	}
 	go func() {

@@ -296,7 +296,7 @@ func TestCgroupV1TimelineShowsTheMove(t *testing.T) {
 			}
 			return -1
 		}
-		order := []string{"sbx: clone waited for the cgroup (mkdir, limits)", "sbx: clone thread moved into the cgroup", "sbx: clone+exec init (cmd.Start)", "sbx: clone thread moved back out of the cgroup", "sbx: sandbox ready"}
+		order := []string{"sbx: clone waited for the cgroup (mkdir, limits)", "sbx: clone thread moved into the cgroup", "sbx: clone+exec init (clone CLONE_VM, no full fork)", "sbx: clone thread moved back out of the cgroup", "sbx: sandbox ready"}
 		for i, s := range order {
 			if at(s) < 0 {
 				t.Errorf("no step %q in the timeline:\n%s", s, out.stderr)

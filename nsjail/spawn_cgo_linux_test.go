@@ -1,0 +1,99 @@
+//go:build cgo && !sbx_init_only && linux && amd64
+
+package nsjail
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// spawnTestCmd is an initCmd-shaped command: the init's namespaces, maps
+// of the caller's ids, Pdeathsig and Setsid.
+func spawnTestCmd(t *testing.T, path string, args ...string) *exec.Cmd {
+	t.Helper()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { null.Close() })
+	return &exec.Cmd{
+		Path: path, Args: append([]string{path}, args...), Env: []string{},
+		Stdin: null, Stdout: null, Stderr: null,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
+			Pdeathsig:   syscall.SIGKILL,
+			Setsid:      true,
+		},
+	}
+}
+
+// noChildLeft fails if the test process has a child, reaped or not.
+func noChildLeft(t *testing.T) {
+	t.Helper()
+	var ws syscall.WaitStatus
+	if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|syscall.WALL, nil); !errors.Is(err, syscall.ECHILD) {
+		t.Errorf("a child is left: wait4 = %d, %v", pid, err)
+	}
+}
+
+func skipWithoutUserNS(t *testing.T) {
+	t.Helper()
+	cmd := spawnTestCmd(t, "/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("no user namespaces here (os/exec's clone fails: %v)", err)
+	}
+}
+
+func TestSpawnInitRunsAndWaits(t *testing.T) {
+	skipWithoutUserNS(t)
+	cmd := spawnTestCmd(t, "/bin/sh", "-c", "exit 7")
+	if err := spawnInit(cmd); err != nil {
+		t.Fatalf("spawnInit: %v", err)
+	}
+	err := waitSpawned(cmd)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || cmd.ProcessState.ExitCode() != 7 {
+		t.Fatalf("wait: %v (state %v), want exit 7", err, cmd.ProcessState)
+	}
+	noChildLeft(t)
+}
+
+func TestSpawnInitExecErrorNamesStep(t *testing.T) {
+	skipWithoutUserNS(t)
+	cmd := spawnTestCmd(t, "/nonexistent/sbx-init")
+	err := spawnInit(cmd)
+	var se *SpawnError
+	if !errors.As(err, &se) || se.Step != "execve" || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("spawnInit = %v, want execve ... ENOENT", err)
+	}
+	if !strings.Contains(err.Error(), "/nonexistent/sbx-init") {
+		t.Errorf("%q does not name the path", err)
+	}
+	noChildLeft(t)
+}
+
+func TestSpawnInitMapErrorNamesStep(t *testing.T) {
+	skipWithoutUserNS(t)
+	cmd := spawnTestCmd(t, "/bin/true")
+	cmd.SysProcAttr.UidMappings[0].Size = 0 // the kernel refuses a 0-long range
+	err := spawnInit(cmd)
+	var se *SpawnError
+	if !errors.As(err, &se) || !strings.Contains(se.Step, "uid_map") || !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("spawnInit = %v, want write /proc/PID/uid_map ... EINVAL", err)
+	}
+	noChildLeft(t)
+}
+
+func TestSpawnInitLeavesCgroupFDToOSExec(t *testing.T) {
+	cmd := spawnTestCmd(t, "/bin/true")
+	cmd.SysProcAttr.UseCgroupFD = true
+	if err := spawnInit(cmd); !errors.Is(err, errSpawnUnsupported) {
+		t.Fatalf("spawnInit with UseCgroupFD = %v, want errSpawnUnsupported", err)
+	}
+}
