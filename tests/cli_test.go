@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
@@ -461,7 +462,7 @@ func TestResultContract(t *testing.T) {
 		{nsjail.StatusExit, []string{data("exit3.py")}},
 		{nsjail.StatusSignal, []string{"-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"}},
 		{nsjail.StatusTimeout, []string{"--timeout", "0.5s", "-c", "import time; time.sleep(30)"}},
-		{nsjail.StatusCPULimit, []string{"--cpu-time", "1s", "--timeout", "20s", data("burn.py"), "1"}},
+		{nsjail.StatusCPULimit, []string{"--cpu-time", cpuLimit(time.Second).String(), "--timeout", "20s", data("burn.py"), "1"}},
 		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "-c", "bytearray(2*1024**3)"}},
 		// Past any host's memory: refused at once under a cgroup too.
 		{nsjail.StatusMemoryLimit, []string{"--profile", "strict", "-c", "bytearray(2**62)"}},
