@@ -222,11 +222,7 @@ func parseMountinfo(b []byte) ([]cgroupMount, error) {
 	var out []cgroupMount
 	for len(b) > 0 {
 		var line []byte
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			line, b = b, nil
-		}
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
 		if len(line) == 0 {
 			continue
 		}

@@ -144,11 +144,7 @@ func (g *Group) checkThreadHome(tid int) error {
 func v1PathOf(b []byte, controller string) (string, error) {
 	for len(b) > 0 {
 		var line []byte
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			line, b = b, nil
-		}
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
 		if len(line) == 0 {
 			continue
 		}
