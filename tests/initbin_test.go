@@ -298,7 +298,7 @@ var initForbiddenSymbols = []string{"image/png.", "image.", "compress/flate.", "
 // TestInitBinaryLinksNoSupervisorPackages reads the image a running
 // sandbox's init executes (its /proc/PID/exe, the sealed memfd) and fails
 // on any function of initForbiddenSymbols in it: every sandbox copies
-// that image into a memfd, at ~1.2 ms of CPU per MB (docs/DESIGN.md).
+// that image into a memfd, at ~0.4 ms of CPU per MB (docs/DESIGN.md).
 // internal/initbin's TestInitBinaryImports holds the same rule for the
 // source; this holds it for the binary `make sbx` embedded.
 func TestInitBinaryLinksNoSupervisorPackages(t *testing.T) {

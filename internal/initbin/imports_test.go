@@ -43,7 +43,7 @@ var initAllowed = []string{
 // initForbidden is the standard library the init must not link, with
 // why: each came in once through the supervisor's half of nsjail (linked,
 // never run) and cost the image, which every sandbox copies into a memfd
-// at ~1.2 ms of CPU per MB (docs/DESIGN.md, issue 13). Importing a
+// at ~0.4 ms of CPU per MB (docs/DESIGN.md, issue 13). Importing a
 // package keeps its package init, and what that init references, even
 // when nothing calls it.
 var initForbidden = map[string]string{
@@ -140,7 +140,7 @@ func TestInitBinaryImports(t *testing.T) {
 	}
 	// Standard packages only the supervisor needs, kept out because
 	// every byte of the image is copied into a memfd per `sbx exec`
-	// (~1.2 ms of CPU per MB) and every package init runs in every
+	// (~0.4 ms of CPU per MB) and every package init runs in every
 	// sandbox: the figures' PNG check (nsjail/figures_png.go) brought
 	// image/png, compress/flate and hash/crc32, 139 KB.
 	for _, p := range []string{"image/png", "compress/flate", "hash/crc32"} {
