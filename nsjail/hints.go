@@ -12,6 +12,13 @@ import (
 
 // startError explains why the kernel refused to create the namespaces.
 func startError(err error) error {
+	// A step of spawnInit other than the clone itself (the id maps, the
+	// child's set-up, its execve) is that step's failure, not the
+	// kernel's refusal of a namespace: it is named as it is.
+	var se *SpawnError
+	if errors.As(err, &se) && se.Step != spawnStepClone {
+		return fmt.Errorf("starting the sandbox init: %w", err)
+	}
 	var errno syscall.Errno
 	errors.As(err, &errno)
 	switch errno {

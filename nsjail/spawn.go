@@ -13,6 +13,10 @@ import (
 // SysProcAttr it does not handle (CLONE_INTO_CGROUP on cgroup v2).
 var errSpawnUnsupported = errors.New("spawnInit: not supported here")
 
+// spawnStepClone is the name spawn_linux.c gives the clone itself
+// (step_names): the one step whose EPERM is a refused namespace.
+const spawnStepClone = "clone"
+
 // SpawnError is a failed step of spawnInit, in the child or the parent.
 type SpawnError struct {
 	Step, Args string

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -85,6 +86,7 @@ func spawnInit(cmd *exec.Cmd) error {
 		}
 	}
 	a.nfds = C.int(len(files))
+	a.path_fd = C.int(pathFD(cmd.Path))
 	a.flags = C.ulong(attr.Cloneflags)
 	a.uid_map = cstr(idMapLine(attr.UidMappings[0]))
 	a.gid_map = cstr(idMapLine(attr.GidMappings[0]))
@@ -120,6 +122,21 @@ func spawnInit(cmd *exec.Cmd) error {
 	}
 	cmd.Process = p
 	return nil
+}
+
+// pathFD is N when path is /proc/self/fd/N (the sbx-init memfd,
+// initbin), else -1: the child must not move a passed fd onto it before
+// its execve resolves the path.
+func pathFD(path string) int {
+	n, ok := strings.CutPrefix(path, "/proc/self/fd/")
+	if !ok {
+		return -1
+	}
+	fd, err := strconv.Atoi(n)
+	if err != nil || fd < 0 {
+		return -1
+	}
+	return fd
 }
 
 // spawnArgs names a failed step's arguments where they say something.

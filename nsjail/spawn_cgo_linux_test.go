@@ -3,12 +3,16 @@
 package nsjail
 
 import (
+	"fmt"
+
 	"errors"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // spawnTestCmd is an initCmd-shaped command: the init's namespaces, maps
@@ -95,5 +99,55 @@ func TestSpawnInitLeavesCgroupFDToOSExec(t *testing.T) {
 	cmd.SysProcAttr.UseCgroupFD = true
 	if err := spawnInit(cmd); !errors.Is(err, errSpawnUnsupported) {
 		t.Fatalf("spawnInit with UseCgroupFD = %v, want errSpawnUnsupported", err)
+	}
+}
+
+// TestSpawnInitKeepsThePathFD execs /proc/self/fd/100, as the init's
+// memfd is exec'd (initbin's fdFloor), with the passed files ending at
+// each fd just below it: the child's moves of the report pipe and of the
+// files out of the way must never land on 100. A busy sbx serve had its
+// fds there, the move replaced the image with the report pipe, and the
+// run failed "execve /proc/self/fd/100: permission denied".
+func TestSpawnInitKeepsThePathFD(t *testing.T) {
+	skipWithoutUserNS(t)
+	const pathFD = 100
+	exe, err := os.Open("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	if err := syscall.Dup3(int(exe.Fd()), pathFD, syscall.O_CLOEXEC); err != nil {
+		t.Fatalf("dup3 onto %d: %v", pathFD, err)
+	}
+	defer syscall.Close(pathFD)
+	ran := 0
+	for high := pathFD - 6; high < pathFD; high++ {
+		if _, err := unix.FcntlInt(uintptr(high), unix.F_GETFD, 0); err == nil {
+			continue // the test process has it open already
+		}
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Dup3(int(null.Fd()), high, syscall.O_CLOEXEC); err != nil {
+			t.Fatalf("dup3 onto %d: %v", high, err)
+		}
+		null.Close()
+		f := os.NewFile(uintptr(high), "high")
+		cmd := spawnTestCmd(t, fmt.Sprintf("/proc/self/fd/%d", pathFD))
+		cmd.ExtraFiles = []*os.File{f, f}
+		err = spawnInit(cmd)
+		if err == nil {
+			err = waitSpawned(cmd)
+		}
+		f.Close()
+		if err != nil {
+			t.Errorf("the passed files ending at fd %d: %v", high, err)
+		}
+		ran++
+		noChildLeft(t)
+	}
+	if ran == 0 {
+		t.Fatalf("fds %d..%d all taken in the test process", pathFD-6, pathFD-1)
 	}
 }

@@ -158,7 +158,14 @@ static int child(void *arg) {
 
 	// The fd layout os/exec's ExtraFiles gives (forkAndExecInChild1):
 	// fd i = fds[i], -1 closed; first move anything in the way up.
+	// The moves go above every fd that matters: the passed ones and the
+	// one the path names (the sbx-init memfd, /proc/self/fd/N). A move
+	// onto that one replaced the image with a pipe, and the execve
+	// failed EACCES whenever the passed fds ended just below it (issue 13:
+	// a busy sbx serve's fds reach the memfd's 100).
 	nextfd = a->nfds;
+	if (a->path_fd >= nextfd)
+		nextfd = a->path_fd + 1;
 	for (i = 0; i < a->nfds; i++) {
 		fd[i] = a->fds[i];
 		if (fd[i] >= nextfd)

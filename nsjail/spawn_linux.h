@@ -48,6 +48,7 @@ struct sbx_spawn {
 	int nambient;
 	int pdeathsig;
 	int setsid;
+	int path_fd; // N of a path /proc/self/fd/N, else -1: never a dup3 target
 	// Out.
 	int pid, step, err;
 	// Private.
