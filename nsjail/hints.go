@@ -16,13 +16,19 @@ func startError(err error) error {
 	// child's set-up, its execve) is that step's failure, not the
 	// kernel's refusal of a namespace: it is named as it is.
 	var se *SpawnError
-	if errors.As(err, &se) && se.Step != spawnStepClone {
+	if errors.As(err, &se) && se.Step != spawnStepClone && se.Step != spawnStepClone3 {
 		return fmt.Errorf("starting the sandbox init: %w", err)
 	}
 	var errno syscall.Errno
 	errors.As(err, &errno)
 	switch errno {
 	case unix.EPERM, unix.EACCES:
+		if se != nil && se.Step == spawnStepClone3 {
+			// clone3 CLONE_INTO_CGROUP also fails so when the caller may
+			// not write the cgroup.procs of the target and of the common
+			// ancestor (cgroup-v2.rst, "Delegation Containment").
+			return fmt.Errorf("creating the sandbox's user namespace in its cgroup (%v): %w; either the cgroup refused the init (cgroup.procs not writable) or unprivileged user namespaces are disabled on this host: %s", se, errno, userNSFix())
+		}
 		return fmt.Errorf("creating the sandbox's user namespace: %w; unprivileged user namespaces are disabled on this host: %s", errno, userNSFix())
 	case unix.ENOSPC, unix.EUSERS:
 		return fmt.Errorf("creating the sandbox's namespaces: %w; the per-user namespace limit is reached (raise user.max_user_namespaces and user.max_*_namespaces with sysctl)", errno)

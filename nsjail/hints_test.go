@@ -19,6 +19,10 @@ func TestStartErrorNamesTheSpawnStep(t *testing.T) {
 	if s := clone.Error(); !strings.Contains(s, "creating the sandbox's user namespace") {
 		t.Errorf("the clone's EPERM: %q", s)
 	}
+	clone3 := startError(&SpawnError{Step: spawnStepClone3, Args: "CLONE_VM|CLONE_NEWUSER|CLONE_INTO_CGROUP cgroup fd 9", Errno: syscall.EACCES})
+	if s := clone3.Error(); !strings.Contains(s, "creating the sandbox's user namespace") || !strings.Contains(s, "cgroup fd 9") || !strings.Contains(s, "cgroup refused") {
+		t.Errorf("the clone3's EACCES: %q", s)
+	}
 	if s := startError(syscall.EPERM).Error(); !strings.Contains(s, "creating the sandbox's user namespace") {
 		t.Errorf("os/exec's EPERM: %q", s)
 	}

@@ -328,10 +328,14 @@ func (s *supervisor) start(ctx context.Context) error {
 			return false
 		}
 		// spawnInit clones without copying the supervisor (CLONE_VM,
-		// spawn_linux.c); cmd.Start, a full fork, where it cannot.
+		// spawn_linux.c; on v2 with a cgroup, clone3 into it);
+		// cmd.Start, a full fork, where it cannot.
 		spawned := true
 		err = spawnInit(cmd)
 		if errors.Is(err, errSpawnUnsupported) {
+			if err != errSpawnUnsupported {
+				s.tl.mark("sbx: the init's clone falls back to cmd.Start (" + err.Error() + ")")
+			}
 			spawned = false
 			err = cmd.Start()
 		}
@@ -340,7 +344,7 @@ func (s *supervisor) start(ctx context.Context) error {
 			wait = func() error { return waitSpawned(cmd) }
 		}
 		if err == nil {
-			s.tl.mark(cloneMark(spawned))
+			s.tl.mark(cloneMark(spawned, cmd.SysProcAttr.UseCgroupFD))
 		}
 		if lerr := s.leaveCgroupAfterClone(m); lerr != nil {
 			if err == nil {

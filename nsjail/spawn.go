@@ -9,13 +9,18 @@ import (
 )
 
 // errSpawnUnsupported: the init starts through cmd.Start (os/exec), as
-// before spawnInit: a build without it (no cgo, not amd64) or a
-// SysProcAttr it does not handle (CLONE_INTO_CGROUP on cgroup v2).
+// before spawnInit: a build without it (no cgo, not amd64), a
+// SysProcAttr it does not handle, or a kernel without clone3
+// CLONE_INTO_CGROUP when a cgroup fd is asked for.
 var errSpawnUnsupported = errors.New("spawnInit: not supported here")
 
-// spawnStepClone is the name spawn_linux.c gives the clone itself
-// (step_names): the one step whose EPERM is a refused namespace.
-const spawnStepClone = "clone"
+// spawnStepClone and spawnStepClone3 are the names spawn_linux.c gives
+// the clone itself (step_names): the steps whose EPERM is a refused
+// namespace, as os/exec's clone error was.
+const (
+	spawnStepClone  = "clone"
+	spawnStepClone3 = "clone3"
+)
 
 // SpawnError is a failed step of spawnInit, in the child or the parent.
 type SpawnError struct {
@@ -72,9 +77,12 @@ func waitSpawned(cmd *exec.Cmd) error {
 }
 
 // cloneMark is the timeline's step for the init's clone, naming the path
-// that ran.
-func cloneMark(spawned bool) string {
-	if spawned {
+// that ran: intoCgroup, the init was born in its v2 cgroup.
+func cloneMark(spawned, intoCgroup bool) string {
+	switch {
+	case spawned && intoCgroup:
+		return "sbx: clone+exec init (" + spawnPathCgroup + ")"
+	case spawned:
 		return "sbx: clone+exec init (" + spawnPath + ")"
 	}
 	return "sbx: clone+exec init (cmd.Start)"

@@ -3,6 +3,7 @@
 package nsjail
 
 /*
+#include <errno.h>
 #include <stdlib.h>
 #include "spawn_linux.h"
 */
@@ -19,20 +20,27 @@ import (
 	"unsafe"
 )
 
-// spawnPath says in --debug-timings which clone started the init.
-const spawnPath = "clone CLONE_VM, no full fork"
+// spawnPath and spawnPathCgroup say in --debug-timings which clone
+// started the init: sbx_spawn's clone, or its clone3 into a v2 cgroup.
+const (
+	spawnPath       = "clone CLONE_VM, no full fork"
+	spawnPathCgroup = "clone3 CLONE_VM|CLONE_INTO_CGROUP, no full fork"
+)
 
 // spawnInit starts cmd (initCmd's: its Path, Args, Env, files and
 // SysProcAttr) with sbx_spawn (spawn_linux.c) instead of cmd.Start: a
 // clone with CLONE_VM that copies none of the supervisor's page tables.
 // It runs on the calling thread, which must be locked: the child gets
 // its credentials, its cgroups and its Pdeathsig. On success cmd.Process
-// is the init; wait for it with waitSpawned. errSpawnUnsupported: the
-// SysProcAttr asks for what sbx_spawn does not do (CLONE_INTO_CGROUP):
-// use cmd.Start.
+// is the init; wait for it with waitSpawned. UseCgroupFD: the init is
+// born in that v2 cgroup (clone3 CLONE_INTO_CGROUP) or not at all.
+// errSpawnUnsupported: the SysProcAttr asks for what sbx_spawn does not
+// do, or the kernel has no clone3 CLONE_INTO_CGROUP (ENOSYS, E2BIG): use
+// cmd.Start, which keeps UseCgroupFD, so the init is still born in its
+// cgroup or fails to start (os/exec has no clone3 fallback either).
 func spawnInit(cmd *exec.Cmd) error {
 	attr := cmd.SysProcAttr
-	if attr.UseCgroupFD || attr.PidFD != nil || attr.Setpgid || attr.Setctty || attr.Noctty ||
+	if attr.PidFD != nil || attr.Setpgid || attr.Setctty || attr.Noctty ||
 		attr.Chroot != "" || attr.Unshareflags != 0 || attr.Ptrace || attr.Foreground ||
 		cmd.Dir != "" || len(attr.UidMappings) != 1 || len(attr.GidMappings) != 1 ||
 		attr.Cloneflags&syscall.CLONE_NEWUSER == 0 {
@@ -87,6 +95,13 @@ func spawnInit(cmd *exec.Cmd) error {
 	}
 	a.nfds = C.int(len(files))
 	a.path_fd = C.int(pathFD(cmd.Path))
+	a.cgroup_fd = -1
+	if attr.UseCgroupFD {
+		if attr.CgroupFD < 0 {
+			return errSpawnUnsupported // os/exec names the bad fd
+		}
+		a.cgroup_fd = C.int(attr.CgroupFD)
+	}
 	a.flags = C.ulong(attr.Cloneflags)
 	a.uid_map = cstr(idMapLine(attr.UidMappings[0]))
 	a.gid_map = cstr(idMapLine(attr.GidMappings[0]))
@@ -109,6 +124,12 @@ func spawnInit(cmd *exec.Cmd) error {
 	r := C.sbx_spawn(a)
 	runtime.KeepAlive(files) // no finalizer closes one during the call
 	if r != 0 {
+		if a.step == C.SBX_STEP_CLONE3 && (a.err == C.ENOSYS || a.err == C.E2BIG) {
+			// Nothing was cloned. The kernel has no clone3 (< 5.3, or a
+			// seccomp filter hides it) or no cgroup field in its
+			// clone_args (< 5.7): os/exec tries the same clone3.
+			return fmt.Errorf("%w: clone3 CLONE_INTO_CGROUP: %w", errSpawnUnsupported, syscall.Errno(a.err))
+		}
 		return &SpawnError{Step: C.GoString(C.sbx_spawn_step(a.step)), Args: spawnArgs(cmd, int(a.step)), Errno: syscall.Errno(a.err)}
 	}
 	p, err := os.FindProcess(int(a.pid))
@@ -146,6 +167,8 @@ func spawnArgs(cmd *exec.Cmd, step int) string {
 		return cmd.Path
 	case C.SBX_STEP_CLONE:
 		return cloneFlagNames(cmd.SysProcAttr.Cloneflags)
+	case C.SBX_STEP_CLONE3:
+		return fmt.Sprintf("%s|CLONE_INTO_CGROUP cgroup fd %d", cloneFlagNames(cmd.SysProcAttr.Cloneflags), cmd.SysProcAttr.CgroupFD)
 	case C.SBX_STEP_UID_MAP:
 		return strings.TrimSpace(idMapLine(cmd.SysProcAttr.UidMappings[0]))
 	case C.SBX_STEP_GID_MAP:

@@ -3,15 +3,17 @@
 package nsjail
 
 import (
-	"fmt"
-
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
+	"github.com/sbx-sandbox/sbx/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -94,12 +96,194 @@ func TestSpawnInitMapErrorNamesStep(t *testing.T) {
 	noChildLeft(t)
 }
 
-func TestSpawnInitLeavesCgroupFDToOSExec(t *testing.T) {
-	cmd := spawnTestCmd(t, "/bin/true")
-	cmd.SysProcAttr.UseCgroupFD = true
-	if err := spawnInit(cmd); !errors.Is(err, errSpawnUnsupported) {
-		t.Fatalf("spawnInit with UseCgroupFD = %v, want errSpawnUnsupported", err)
+// spawnTestCgroup is a v2 cgroup dir for CLONE_INTO_CGROUP and its fd.
+// On pure v2 (make vmtest's guest) it is a new cgroup of the test's own
+// (cgroup.New), so a child born there is somewhere a plain clone would
+// not put it. Elsewhere (the hybrid dev host) it is the test process's
+// own v2 cgroup, where a clone puts the child anyway: that still runs
+// clone3 and sbx_clone3_vm's child on its stack, but only the VM's run
+// tells the cgroup apart. own reports which.
+func spawnTestCgroup(t *testing.T) (dir string, fd int, own bool) {
+	t.Helper()
+	if cgroup.PureV2() {
+		g, err := cgroup.New(fmt.Sprintf("spawntest-%d", os.Getpid()), cgroup.Limits{Pids: 64})
+		if err != nil {
+			t.Skipf("no cgroup can be made here: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := g.Destroy(); err != nil {
+				t.Errorf("destroy the test's cgroup: %v", err)
+			}
+		})
+		fd, ok := g.FD()
+		if !ok {
+			t.Fatalf("pure v2, but the cgroup %v has no v2 fd", g.Paths())
+		}
+		return g.Paths()[0], fd, false
 	}
+	mnt, rel := v2MountOf(t, os.Getpid())
+	dir = mnt + rel
+	if err := unix.Faccessat(unix.AT_FDCWD, dir+"/cgroup.procs", unix.W_OK, unix.AT_EACCESS); err != nil {
+		t.Skipf("the test's own v2 cgroup %s: cgroup.procs not writable (%v), which CLONE_INTO_CGROUP needs", dir, err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("open the test's own v2 cgroup %s: %v", dir, err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	t.Logf("not pure cgroup v2: the child is born in the test's own v2 cgroup %s (the real check runs in make vmtest's guest)", dir)
+	return dir, fd, true
+}
+
+// v2MountOf is where the cgroup2 hierarchy is mounted and pid's cgroup
+// in it (the "0::" line of /proc/PID/cgroup); it skips without one.
+func v2MountOf(t *testing.T, pid int) (mnt, rel string) {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		_, after, ok := strings.Cut(line, " - ")
+		if ok && len(f) > 4 && f[3] == "/" && strings.HasPrefix(after, "cgroup2 ") {
+			mnt = f[4]
+			break
+		}
+	}
+	if mnt == "" {
+		t.Skip("no cgroup2 hierarchy mounted here (at its root)")
+	}
+	return mnt, cgroupLine(t, pid)
+}
+
+// cgroupLine is pid's v2 cgroup, the "0::" line of /proc/PID/cgroup.
+func cgroupLine(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rel, ok := strings.CutPrefix(line, "0::"); ok {
+			return rel
+		}
+	}
+	t.Fatalf("/proc/%d/cgroup has no v2 line:\n%s", pid, b)
+	return ""
+}
+
+// TestSpawnInitIntoCgroupFD: with UseCgroupFD the init is cloned by
+// sbx_spawn's clone3 CLONE_INTO_CGROUP (no full fork of the supervisor;
+// issue 13), born in that cgroup, and runs and is waited for as before.
+func TestSpawnInitIntoCgroupFD(t *testing.T) {
+	skipWithoutUserNS(t)
+	dir, fd, own := spawnTestCgroup(t)
+	mnt, _ := v2MountOf(t, os.Getpid())
+	if !own && mnt+cgroupLine(t, os.Getpid()) == dir {
+		t.Fatalf("the test process is in %s itself", dir)
+	}
+	cmd := spawnTestCmd(t, "/bin/sleep", "60")
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	err := spawnInit(cmd)
+	if errors.Is(err, errSpawnUnsupported) && (errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.E2BIG)) {
+		t.Skipf("the kernel has no clone3 CLONE_INTO_CGROUP (Linux 5.7): %v", err)
+	}
+	if err != nil {
+		t.Fatalf("spawnInit into %s: %v", dir, err)
+	}
+	pid := cmd.Process.Pid
+	if got := mnt + cgroupLine(t, pid); got != dir {
+		t.Errorf("the child %d is in %s, want %s", pid, got, dir)
+	}
+	cmd.Process.Kill()
+	err = waitSpawned(cmd)
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
+		t.Errorf("wait: %v (state %v), want killed by SIGKILL", err, cmd.ProcessState)
+	}
+	noChildLeft(t)
+}
+
+// TestSpawnInitCgroupFDErrorNamesStep: an fd that is no v2 cgroup (a
+// plain directory) fails the clone3 itself, EBADF
+// (cgroup_css_set_fork), as a SpawnError naming clone3, its flags and
+// the fd; nothing was cloned and nothing falls back to a clone outside.
+func TestSpawnInitCgroupFDErrorNamesStep(t *testing.T) {
+	skipWithoutUserNS(t)
+	d, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cmd := spawnTestCmd(t, "/bin/true")
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(d.Fd())
+	err = spawnInit(cmd)
+	if errors.Is(err, errSpawnUnsupported) && (errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.E2BIG)) {
+		t.Skipf("the kernel has no clone3 CLONE_INTO_CGROUP (Linux 5.7): %v", err)
+	}
+	var se *SpawnError
+	if !errors.As(err, &se) || se.Step != "clone3" || !errors.Is(err, syscall.EBADF) {
+		t.Fatalf("spawnInit = %v, want clone3 ... EBADF", err)
+	}
+	if want := fmt.Sprintf("CLONE_INTO_CGROUP cgroup fd %d", d.Fd()); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CLONE_NEWUSER") {
+		t.Errorf("%q does not name the flags and %q", err, want)
+	}
+	noChildLeft(t)
+}
+
+// TestSpawnInitWithoutClone3FallsBack: a kernel without clone3 (ENOSYS:
+// < 5.3, or a container's seccomp filter) or without its cgroup field
+// (E2BIG: < 5.7) gives errSpawnUnsupported, so that sandbox.go runs
+// cmd.Start, which keeps UseCgroupFD: the init is never cloned outside
+// its cgroup instead. The kernel's answer is faked by a seccomp filter on
+// one locked thread, which then ends with its goroutine (the runtime
+// never clones from a locked thread: newm's template thread).
+func TestSpawnInitWithoutClone3FallsBack(t *testing.T) {
+	skipWithoutUserNS(t)
+	for _, errno := range []syscall.Errno{syscall.ENOSYS, syscall.E2BIG} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			d, err := os.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			cmd := spawnTestCmd(t, "/bin/true")
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(d.Fd())
+			done := make(chan error, 1)
+			go func() {
+				runtime.LockOSThread() // never unlocked: the thread keeps the filter
+				if err := failClone3OnThisThread(errno); err != nil {
+					done <- fmt.Errorf("seccomp filter: %w", err)
+					return
+				}
+				done <- spawnInit(cmd)
+			}()
+			err = <-done
+			if !errors.Is(err, errSpawnUnsupported) || !errors.Is(err, errno) {
+				t.Fatalf("spawnInit with clone3 %v = %v, want errSpawnUnsupported naming it", errno, err)
+			}
+			noChildLeft(t)
+		})
+	}
+}
+
+// failClone3OnThisThread makes clone3 fail with errno on the calling
+// thread only (no SECCOMP_FILTER_FLAG_TSYNC; PR_SET_NO_NEW_PRIVS is the
+// thread's too).
+func failClone3OnThisThread(errno syscall.Errno) error {
+	prog := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4}, // seccomp_data.arch
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 3, K: unix.AUDIT_ARCH_X86_64},
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: unix.SYS_CLONE3},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(errno)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	return unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fp)), 0, 0)
 }
 
 // TestSpawnInitKeepsThePathFD execs /proc/self/fd/100, as the init's

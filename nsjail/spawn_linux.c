@@ -28,6 +28,9 @@
 //     argv and envp strings are C memory the caller frees after that.
 // The child inherits the calling (locked) thread's credentials and
 // cgroups, as Go's clone did: nsOwner's per-thread euid, the v1 self-move.
+// With a cgroup fd (pure cgroup v2) it is born in that cgroup instead:
+// clone3 CLONE_INTO_CGROUP (Linux 5.7), as os/exec's UseCgroupFD, through
+// sbx_clone3_vm below, since glibc 2.36 has no clone3 wrapper.
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,6 +39,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -202,6 +206,77 @@ static int child(void *arg) {
 	child_fail(a, SBX_STEP_EXECVE, r);
 }
 
+// struct clone_args of <linux/sched.h> up to its cgroup field
+// (CLONE_ARGS_SIZE_VER2, Linux 5.7), spelled here because that header's
+// CLONE_* macros clash with glibc's <sched.h>.
+struct sbx_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal;
+	uint64_t stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+_Static_assert(sizeof(struct sbx_clone_args) == 88, "CLONE_ARGS_SIZE_VER2");
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+#define SBX_STR(x) #x
+#define SBX_XSTR(x) SBX_STR(x)
+
+// sbx_clone3_vm(args, size, fn, arg) is the clone3 syscall. In the parent
+// it returns the child's pid or -errno. The child (rax 0) starts on the
+// stack the kernel set from args->stack + stack_size, with every other
+// register as the parent had it; it calls fn(arg) and exits with what fn
+// returns (child never returns: child_fail exits). It is asm because of
+// that new stack: a C function returning in the child would pop a frame
+// that is not there, or the parent's, in the shared address space (what
+// glibc's clone() does for clone, in its own asm). fn and arg are in rdx
+// and r8, which the syscall instruction keeps (it clobbers rax, rcx and
+// r11 only); the stack top is page-aligned, so fn's frame is as the ABI
+// wants it (rsp+8 a multiple of 16 at its entry).
+long sbx_clone3_vm(struct sbx_clone_args *args, unsigned long size, int (*fn)(void *), void *arg);
+__asm__(".pushsection .text\n"
+	".globl sbx_clone3_vm\n"
+	".hidden sbx_clone3_vm\n"
+	".type sbx_clone3_vm, @function\n"
+	"sbx_clone3_vm:\n"
+	"	movq %rcx, %r8\n" // arg: the syscall clobbers rcx
+	"	movl $" SBX_XSTR(SYS_clone3) ", %eax\n"
+	"	syscall\n"
+	"	testq %rax, %rax\n"
+	"	jnz 1f\n"
+	"	xorl %ebp, %ebp\n" // the child: the end of the frame chain
+	"	movq %r8, %rdi\n"
+	"	callq *%rdx\n"
+	"	movl %eax, %edi\n"
+	"	movl $" SBX_XSTR(SYS_exit_group) ", %eax\n"
+	"	syscall\n"
+	"	hlt\n"
+	"1:	ret\n"
+	".size sbx_clone3_vm, .-sbx_clone3_vm\n"
+	".popsection\n");
+
+#define SBX_GUARD 4096
+
+// clone_into_cgroup clones the child into the v2 cgroup a->cgroup_fd
+// (clone3 CLONE_INTO_CGROUP, Linux 5.7): the kernel places it there as
+// it is created, or fails the clone (kernel/cgroup/cgroup.c
+// cgroup_css_set_fork), so the init is never outside its cgroup and
+// needs no attach. The child's stack is the mapping above the guard
+// page. The child's pid, or -errno: ENOSYS (no clone3: Linux < 5.3, or
+// a seccomp filter that hides it) and E2BIG (a clone_args with a cgroup
+// field: < 5.7) say the kernel cannot do it here.
+static long clone_into_cgroup(struct sbx_spawn *a, char *stack) {
+	struct sbx_clone_args ca;
+	memset(&ca, 0, sizeof ca);
+	ca.flags = (uint64_t)a->flags | CLONE_VM | CLONE_INTO_CGROUP;
+	ca.exit_signal = SIGCHLD;
+	ca.stack = (uint64_t)(uintptr_t)(stack + SBX_GUARD);
+	ca.stack_size = SBX_SPAWN_STACK - SBX_GUARD;
+	ca.cgroup = (uint64_t)a->cgroup_fd;
+	return sbx_clone3_vm(&ca, sizeof ca, child, a);
+}
+
 static const char *step_names[] = {
     [SBX_STEP_NONE] = "",
     [SBX_STEP_SIGACTION] = "rt_sigaction SIG_DFL",
@@ -223,6 +298,7 @@ static const char *step_names[] = {
     [SBX_STEP_PIPE] = "pipe2 O_CLOEXEC",
     [SBX_STEP_STACK] = "mmap the child's stack",
     [SBX_STEP_CLONE] = "clone",
+    [SBX_STEP_CLONE3] = "clone3",
     [SBX_STEP_UID_MAP] = "write /proc/PID/uid_map",
     [SBX_STEP_SETGROUPS_FILE] = "write /proc/PID/setgroups",
     [SBX_STEP_GID_MAP] = "write /proc/PID/gid_map",
@@ -276,7 +352,7 @@ int sbx_spawn(struct sbx_spawn *a) {
 	}
 	// A guard page below: an overflow faults instead of writing into
 	// whatever the supervisor mapped there.
-	if (mprotect(stack, 4096, PROT_NONE) < 0) {
+	if (mprotect(stack, SBX_GUARD, PROT_NONE) < 0) {
 		a->step = SBX_STEP_STACK, a->err = errno;
 		munmap(stack, SBX_SPAWN_STACK);
 		goto fail_pipes;
@@ -284,15 +360,22 @@ int sbx_spawn(struct sbx_spawn *a) {
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	memcpy(&a->sigmask, &old, sizeof a->sigmask);
-	r = clone(child, (char *)stack + SBX_SPAWN_STACK, (int)a->flags | CLONE_VM | SIGCHLD, a);
-	if (r < 0)
-		a->err = errno;
+	if (a->cgroup_fd >= 0) {
+		long p = clone_into_cgroup(a, stack);
+		r = p < 0 ? -1 : (int)p;
+		if (p < 0)
+			a->err = (int)-p;
+	} else {
+		r = clone(child, (char *)stack + SBX_SPAWN_STACK, (int)a->flags | CLONE_VM | SIGCHLD, a);
+		if (r < 0)
+			a->err = errno;
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	close(go[0]);
 	close(rep[1]);
 	go[0] = rep[1] = -1;
 	if (r < 0) {
-		a->step = SBX_STEP_CLONE;
+		a->step = a->cgroup_fd >= 0 ? SBX_STEP_CLONE3 : SBX_STEP_CLONE;
 		munmap(stack, SBX_SPAWN_STACK);
 		goto fail_pipes;
 	}

@@ -26,6 +26,7 @@ enum {
 	SBX_STEP_PIPE,
 	SBX_STEP_STACK,
 	SBX_STEP_CLONE,
+	SBX_STEP_CLONE3,
 	SBX_STEP_UID_MAP,
 	SBX_STEP_SETGROUPS_FILE,
 	SBX_STEP_GID_MAP,
@@ -49,6 +50,7 @@ struct sbx_spawn {
 	int pdeathsig;
 	int setsid;
 	int path_fd; // N of a path /proc/self/fd/N, else -1: never a dup3 target
+	int cgroup_fd; // a v2 cgroup dir: clone3 CLONE_INTO_CGROUP into it; -1: clone
 	// Out.
 	int pid, step, err;
 	// Private.
