@@ -232,7 +232,7 @@ func CloneIntoCgroup(mode string) Check {
 	if kernel.AtLeast(5, 7) {
 		return Check{Status: OK, Detail: "cgroup v2 and Linux 5.7+: the init is born in its cgroup"}
 	}
-	return Check{Status: Warn, Detail: "Linux before 5.7: the init is attached after the clone", Fix: "a kernel of 5.7 or later"}
+	return Check{Status: Warn, Detail: "Linux before 5.7: clone3 takes no cgroup, so the init is attached to its cgroup after the clone, while it sets up (its payload starts only once it is attached)", Fix: "a kernel of 5.7 or later"}
 }
 
 // InitBinary says which init sandboxes run: sbx-init from a sealed memfd

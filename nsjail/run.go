@@ -150,9 +150,10 @@ type supervisor struct {
 	// cgBeforeClone: cg was made before the clone (pure v2), so the
 	// init can be born in it; otherwise cg is being made beside it.
 	cgBeforeClone bool
-	// bornInCgroup: on cgroup v1 the thread that cloned the init was in
-	// cg then (joinCgroupForClone), so the init was born in it and needs
-	// no attach. Set before started is sent.
+	// bornInCgroup: the init was born in cg and needs no attach: on
+	// cgroup v2 its clone had cg's fd (CLONE_INTO_CGROUP, initCmd), on v1
+	// the thread that cloned it was in cg then (joinCgroupForClone). Set
+	// before started is sent.
 	bornInCgroup bool
 	// overflow fires once when a stream passes the output cap under the
 	// kill policy.
@@ -539,7 +540,7 @@ func (s *supervisor) attachInit(pid int) {
 		if s.cg == nil {
 			return
 		}
-		if _, ok := s.cg.FD(); ok || s.bornInCgroup {
+		if s.bornInCgroup {
 			return
 		}
 		if err := s.cg.Attach(pid); err != nil {
@@ -550,6 +551,14 @@ func (s *supervisor) attachInit(pid int) {
 		s.tl.mark("sbx: init attached to its cgroup")
 	}()
 }
+
+// cloneIntoCgroupWorks: clone3 takes a cgroup (CLONE_INTO_CGROUP) from
+// Linux 5.7; before it, clone_args has no cgroup field (E2BIG) or there
+// is no clone3 at all (5.3, ENOSYS), and os/exec's clone with
+// UseCgroupFD fails the start. There the init on cgroup v2 is attached
+// while it sets up, as on v1 before 5.17 (attachInit), and its payload
+// is forked only once the attach is done.
+var cloneIntoCgroupWorks = sync.OnceValue(func() bool { return kernel.AtLeast(5, 7) })
 
 // selfMoveSkipsLock: a thread moving itself into a v1 cgroup skips the
 // global cgroup_threadgroup_rwsem from Linux 5.17 (commit 9a3284fad42f;
@@ -664,11 +673,12 @@ func (s *supervisor) initCmd(p *pipes) *exec.Cmd {
 		Pdeathsig:   syscall.SIGKILL,
 		Setsid:      true,
 	}
-	if s.cgBeforeClone && s.cg != nil {
+	if s.cgBeforeClone && s.cg != nil && cloneIntoCgroupWorks() {
 		if fd, ok := s.cg.FD(); ok {
 			// Born in its cgroup: no attach, no window outside it
 			// (clone3 CLONE_INTO_CGROUP, Linux 5.7).
 			attr.UseCgroupFD, attr.CgroupFD = true, fd
+			s.bornInCgroup = true
 		}
 	}
 	if os.Geteuid() == 0 {
