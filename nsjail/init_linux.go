@@ -57,8 +57,8 @@ func Init() {
 // type's first use reflects over it and every type it reaches
 // (cachedTypeFields builds each field's encoder, recursively) and
 // allocates what it finds; for StatusMsg that first use was the "ready"
-// line, on the path to the payload: "sbx: got ready" came 0.55 ms after
-// the filter's load, 0.17-0.24 ms now (issue 13, "the init's start" in
+// line, on the path to the payload: "sbx: got ready" came 0.5-0.65 ms after
+// the filter's load, 0.16-0.24 ms now (issue 13, "the init's start" in
 // docs/DESIGN.md). The control messages need no warming here: the Spec's
 // decode builds every type hanging off ctlMsg, the Confine's and the
 // Payload's with it, and warming those beside it did not shorten it

@@ -110,9 +110,10 @@ func TestInitWaitsOnOneP(t *testing.T) {
 
 // TestInitWarmsStatusLineTypes: the init builds encoding/json's caches
 // for its status line on its second P while it reads the Spec and mounts
-// (nsjail warmWire), for every built-in policy and through the Python
-// runner, so that its "ready" line is not the type's cold first use: that
-// cold encode put "sbx: got ready" 0.55-0.64 ms after the filter's load,
+// (nsjail warmWire), under strict, standard and no filter, and through
+// the Python runner, so that its "ready" line is not the type's cold
+// first use: that
+// cold encode put "sbx: got ready" 0.5-0.65 ms after the filter's load,
 // 0.16-0.24 ms with the warm-up (issue 13, "the init's start"). The mark
 // may come late on a loaded host (the "ready" encode then does the work
 // itself, as before), so only its presence in the init's timeline, and
