@@ -333,7 +333,7 @@ func (s *supervisor) start(ctx context.Context) error {
 		err = spawnInit(cmd)
 		if errors.Is(err, errSpawnUnsupported) {
 			spawned = false
-			err = cmd.Start()
+			err = startWithOSExec(cmd)
 		}
 		wait := cmd.Wait
 		if spawned {
