@@ -337,7 +337,7 @@ func (s *supervisor) start(ctx context.Context) error {
 				s.tl.mark("sbx: the init's clone falls back to cmd.Start (" + err.Error() + ")")
 			}
 			spawned = false
-			err = cmd.Start()
+			err = startWithOSExec(cmd)
 		}
 		wait := cmd.Wait
 		if spawned {

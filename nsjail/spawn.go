@@ -3,9 +3,13 @@ package nsjail
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // errSpawnUnsupported: the init starts through cmd.Start (os/exec), as
@@ -86,4 +90,72 @@ func cloneMark(spawned, intoCgroup bool) string {
 		return "sbx: clone+exec init (" + spawnPath + ")"
 	}
 	return "sbx: clone+exec init (cmd.Start)"
+}
+
+// pathFD is N when path is /proc/self/fd/N (the sbx-init memfd,
+// initbin), else -1: the child must not move a passed fd onto it before
+// its execve resolves the path.
+func pathFD(path string) int {
+	n, ok := strings.CutPrefix(path, "/proc/self/fd/")
+	if !ok {
+		return -1
+	}
+	fd, err := strconv.Atoi(n)
+	if err != nil || fd < 0 {
+		return -1
+	}
+	return fd
+}
+
+// startWithOSExec is cmd.Start, for the init where spawnInit cannot start
+// it (CLONE_INTO_CGROUP, a build without cgo), keeping the fd its path
+// names (/proc/self/fd/N, the sbx-init memfd) out of the way of Go's
+// child. That child (syscall.forkAndExecInChild1, Go 1.26) moves its own
+// sync pipe, and each passed fd lower than its slot, to nextfd and up,
+// where nextfd is one past the highest passed fd (or the count of them):
+// when N is there, a move replaces the image and the execve fails
+// EACCES, as sbx_spawn's own moves did (spawn_linux.c; a busy sbx serve's
+// fds reach the memfd's 100). Then the path names a dup of the memfd
+// above every fd a move can take, closed once the child has exec'd.
+func startWithOSExec(cmd *exec.Cmd) error {
+	n := pathFD(cmd.Path)
+	lo, hi, ok := osExecMoveRange(cmd)
+	if n < 0 || !ok || n < lo || n > hi {
+		return cmd.Start()
+	}
+	dup, err := unix.FcntlInt(uintptr(n), unix.F_DUPFD_CLOEXEC, hi+1)
+	if err != nil {
+		return fmt.Errorf("fcntl(%d, F_DUPFD_CLOEXEC, %d), a copy of the init's fd out of os/exec's fd moves: %w", n, hi+1, err)
+	}
+	defer unix.Close(dup)
+	path := cmd.Path
+	cmd.Path = "/proc/self/fd/" + strconv.Itoa(dup)
+	defer func() { cmd.Path = path }()
+	return cmd.Start()
+}
+
+// osExecMoveRange is the range of fds Go's child may dup3 onto before its
+// execve (see startWithOSExec): from one past the highest passed fd, or
+// their count, through as many more as there are passed fds, plus its
+// sync pipe and the one fd it steps over. ok is false when os/exec opens
+// some of the child's fds itself (stdio that is not an *os.File), whose
+// numbers are not known before Start.
+func osExecMoveRange(cmd *exec.Cmd) (lo, hi int, ok bool) {
+	var files []*os.File
+	for _, f := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		fp, isFile := f.(*os.File)
+		if !isFile {
+			return 0, 0, false
+		}
+		files = append(files, fp)
+	}
+	files = append(files, cmd.ExtraFiles...)
+	next := len(files)
+	for _, f := range files {
+		if f != nil && int(f.Fd()) > next {
+			next = int(f.Fd())
+		}
+	}
+	next++
+	return next, next + len(files) + 1, true
 }

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -143,21 +142,6 @@ func spawnInit(cmd *exec.Cmd) error {
 	}
 	cmd.Process = p
 	return nil
-}
-
-// pathFD is N when path is /proc/self/fd/N (the sbx-init memfd,
-// initbin), else -1: the child must not move a passed fd onto it before
-// its execve resolves the path.
-func pathFD(path string) int {
-	n, ok := strings.CutPrefix(path, "/proc/self/fd/")
-	if !ok {
-		return -1
-	}
-	fd, err := strconv.Atoi(n)
-	if err != nil || fd < 0 {
-		return -1
-	}
-	return fd
 }
 
 // spawnArgs names a failed step's arguments where they say something.

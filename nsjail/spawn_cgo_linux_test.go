@@ -335,3 +335,71 @@ func TestSpawnInitKeepsThePathFD(t *testing.T) {
 		t.Fatalf("fds %d..%d all taken in the test process", pathFD-6, pathFD-1)
 	}
 }
+
+// TestStartWithOSExecKeepsThePathFD is TestSpawnInitKeepsThePathFD for
+// the init's other start, os/exec's (CLONE_INTO_CGROUP on cgroup v2, a
+// build without cgo): Go's child moves its sync pipe to one past the
+// highest passed fd, which was the memfd's 100 when they ended at 99, and
+// the execve failed EACCES. Here for every end from 94 to 99.
+func TestStartWithOSExecKeepsThePathFD(t *testing.T) {
+	skipWithoutUserNS(t)
+	const pathFD = 100
+	exe, err := os.Open("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	if err := syscall.Dup3(int(exe.Fd()), pathFD, syscall.O_CLOEXEC); err != nil {
+		t.Fatalf("dup3 onto %d: %v", pathFD, err)
+	}
+	defer syscall.Close(pathFD)
+	ran := 0
+	for high := pathFD - 6; high < pathFD; high++ {
+		if _, err := unix.FcntlInt(uintptr(high), unix.F_GETFD, 0); err == nil {
+			continue // the test process has it open already
+		}
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Dup3(int(null.Fd()), high, syscall.O_CLOEXEC); err != nil {
+			t.Fatalf("dup3 onto %d: %v", high, err)
+		}
+		null.Close()
+		f := os.NewFile(uintptr(high), "high")
+		path := fmt.Sprintf("/proc/self/fd/%d", pathFD)
+		cmd := spawnTestCmd(t, path)
+		cmd.ExtraFiles = []*os.File{f, f}
+		err = startWithOSExec(cmd)
+		if err == nil {
+			err = cmd.Wait()
+		}
+		f.Close()
+		if err != nil {
+			t.Errorf("the passed files ending at fd %d: %v", high, err)
+		}
+		if cmd.Path != path {
+			t.Errorf("cmd.Path is %q after the start, want %q back", cmd.Path, path)
+		}
+		ran++
+		noChildLeft(t)
+	}
+	if ran == 0 {
+		t.Fatalf("fds %d..%d all taken in the test process", pathFD-6, pathFD-1)
+	}
+}
+
+// TestOSExecMoveRange: the fds Go's child may move onto, from one past
+// the highest passed fd.
+func TestOSExecMoveRange(t *testing.T) {
+	cmd := spawnTestCmd(t, "/bin/true")
+	in := cmd.Stdin.(*os.File)
+	lo, hi, ok := osExecMoveRange(cmd)
+	if want := max(int(in.Fd()), 3) + 1; !ok || lo != want || hi != want+4 {
+		t.Errorf("range %d..%d (%v), want %d..%d", lo, hi, ok, want, want+4)
+	}
+	cmd.Stdout = &strings.Builder{}
+	if _, _, ok := osExecMoveRange(cmd); ok {
+		t.Error("stdout os/exec pipes itself: its fd is not known before Start, want !ok")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/engine"
+	"github.com/sbx-sandbox/sbx/nsjail"
 )
 
 // JobsConfig bounds what the async jobs hold. A job's run is a POST
@@ -77,13 +78,16 @@ type job struct {
 	finishedAt time.Time
 	// events are NDJSON lines (each ends in \n) in the order the run
 	// wrote them: what GET .../events replays.
-	events    [][]byte
-	size      int64 // bytes of events
-	outBytes  int64 // bytes of stdout/stderr events kept
-	dropped   int64 // bytes of stdout/stderr events not kept
-	result    json.RawMessage
-	errStatus int
-	errBody   []byte
+	events   [][]byte
+	size     int64 // bytes of events
+	outBytes int64 // bytes of stdout/stderr events kept
+	dropped  int64 // bytes of stdout/stderr events not kept
+	result   json.RawMessage
+	// resultStatus is the Result's status: canceled when the cancel
+	// reached the run (settle).
+	resultStatus nsjail.Status
+	errStatus    int
+	errBody      []byte
 	// changed is closed, and replaced, whenever the above moves: the
 	// events streams wait on it.
 	changed chan struct{}
@@ -208,11 +212,18 @@ func (w *jobWriter) line(l []byte) {
 		Result json.RawMessage `json:"result"`
 	}
 	json.Unmarshal(l, &head)
+	var res struct {
+		Status nsjail.Status `json:"status"`
+	}
+	if head.Type == "result" {
+		json.Unmarshal(head.Result, &res)
+	}
 	j := w.j
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if head.Type == "result" {
 		j.result = append(json.RawMessage(nil), head.Result...)
+		j.resultStatus = res.Status
 	} else if j.outBytes+int64(len(l)) > w.max {
 		if j.dropped == 0 {
 			note, _ := json.Marshal(Event{Type: "truncated", TMS: head.TMS,
@@ -438,9 +449,22 @@ func (s *Server) runJob(j *job, run *http.Request) {
 	defer j.cancel(nil)
 	jw := &jobWriter{j: j, max: s.ops.jobs.cfg.MaxEventBytes, header: http.Header{}}
 	s.exec(jw, run)
+	j.settle(jw.status)
+	s.ops.jobs.finished(j)
+}
+
+// settle decides how the job ended once its run has answered (status:
+// what the run wrote as its HTTP status, 0 if nothing). A DELETE counts
+// only if it reached the run: its Result says canceled. One that came
+// after the run had ended on its own (the Result made, with the
+// payload's own status, and no word of a cancel) leaves the job done
+// with that Result: canceled would say the Result is not what the
+// payload did.
+func (j *job) settle(status int) {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	switch {
-	case j.result != nil && j.cancelled:
+	case j.result != nil && j.cancelled && j.resultStatus == nsjail.StatusCanceled:
 		j.state = JobCanceled
 	case j.result != nil:
 		j.state = JobDone
@@ -449,7 +473,7 @@ func (s *Server) runJob(j *job, run *http.Request) {
 		j.state = JobCanceled
 	default:
 		j.state = JobFailed
-		if j.errStatus = jw.status; j.errStatus == 0 || j.errStatus == http.StatusOK {
+		if j.errStatus = status; j.errStatus == 0 || j.errStatus == http.StatusOK {
 			j.errStatus = http.StatusInternalServerError
 		}
 		if len(j.errBody) == 0 {
@@ -458,8 +482,6 @@ func (s *Server) runJob(j *job, run *http.Request) {
 	}
 	j.finishedAt = time.Now()
 	j.notify()
-	j.mu.Unlock()
-	s.ops.jobs.finished(j)
 }
 
 func (s *Server) jobOf(w http.ResponseWriter, r *http.Request) *job {

@@ -283,3 +283,44 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Errorf("the document's operations:\n%s\nthe server's routes:\n%s", strings.Join(documented, "\n"), strings.Join(routes, "\n"))
 	}
 }
+
+// TestJobDeletedAfterItsRunEnded: a DELETE that lands after the run
+// ended on its own (its Result is in, ok) but before the job is settled
+// leaves it done with that Result; one that reached the run (a canceled
+// Result) makes it canceled. A stress of sbx serve (1 in ~40 cancels at
+// concurrency 16) saw "canceled" with a Result of "ok", "exited with
+// status 0" and no word of a cancel.
+func TestJobDeletedAfterItsRunEnded(t *testing.T) {
+	line := func(st nsjail.Status) []byte {
+		b, _ := json.Marshal(Event{Type: "result", Result: &ExecResponse{Result: &nsjail.Result{Status: st}, RequestID: "x"}})
+		return append(b, '\n')
+	}
+	for _, tc := range []struct {
+		name      string
+		result    nsjail.Status // "": the run never answered
+		cancelled bool
+		want      JobState
+	}{
+		{"ran to its end, then deleted", nsjail.StatusOK, true, JobDone},
+		{"exited 1, then deleted", nsjail.StatusExit, true, JobDone},
+		{"killed by the cancel", nsjail.StatusCanceled, true, JobCanceled},
+		{"ran, not deleted", nsjail.StatusOK, false, JobDone},
+		{"deleted while queued", "", true, JobCanceled},
+		{"never ran", "", false, JobFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &job{id: "x", state: JobQueued, changed: make(chan struct{})}
+			w := &jobWriter{j: j, max: 100, header: http.Header{}}
+			if tc.result != "" {
+				w.WriteHeader(http.StatusOK)
+				w.Write(line(tc.result))
+			}
+			// deleteJob's part, between the Result and the settle.
+			j.cancelled = tc.cancelled
+			j.settle(w.status)
+			if j.state != tc.want {
+				t.Errorf("state %s, want %s", j.state, tc.want)
+			}
+		})
+	}
+}

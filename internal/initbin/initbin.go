@@ -220,13 +220,15 @@ func (e Exe) Probe() error {
 	return fmt.Errorf("exec %s: %w %s", e.Path, err, strings.TrimSpace(stderr.String()))
 }
 
-// fdFloor is the lowest fd number the memfd may have. The init is
-// started by os/exec, whose child dup2s the files it passes onto fds
-// 0..n-1 and moves those in the way up from n (syscall/exec_linux.go,
-// forkAndExecInChild1, passes 1 and 2) before it execs the path: a memfd
-// on a low number could be overwritten there by a pipe, and the child
-// would exec whatever that is (it would fail, but fail it must not). sbx
-// passes fewer than ten files.
+// fdFloor is the lowest fd number the memfd may have. The init's start
+// (sbx_spawn, or os/exec) dup2s the files it passes onto fds 0..n-1
+// before it execs the path (syscall/exec_linux.go, forkAndExecInChild1,
+// pass 2): a memfd on a low number could be overwritten there, and the
+// child would exec whatever that is (it would fail, but fail it must
+// not). sbx passes fewer than ten files. The floor does not keep it out
+// of the moves of pass 1, which go to one past the highest passed fd and
+// up, wherever a busy server's fds are: those steer clear of the path's
+// fd themselves (nsjail: spawn_linux.c's path_fd, startWithOSExec).
 const fdFloor = 100
 
 // sealedMemfd is memfd_create, write, F_ADD_SEALS, each named in its
