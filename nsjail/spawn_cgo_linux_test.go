@@ -293,6 +293,38 @@ func failClone3OnThisThread(errno syscall.Errno) error {
 // fds there, the move replaced the image with the report pipe, and the
 // run failed "execve /proc/self/fd/100: permission denied".
 func TestSpawnInitKeepsThePathFD(t *testing.T) {
+	startsKeepingThePathFD(t, func(cmd *exec.Cmd) error {
+		if err := spawnInit(cmd); err != nil {
+			return err
+		}
+		return waitSpawned(cmd)
+	})
+}
+
+// TestStartWithOSExecKeepsThePathFD is TestSpawnInitKeepsThePathFD for
+// the init's other start, os/exec's (CLONE_INTO_CGROUP on cgroup v2, a
+// build without cgo): Go's child moves its sync pipe to one past the
+// highest passed fd, which was the memfd's 100 when they ended at 99, and
+// the execve failed EACCES. cmd.Path must be the caller's again after.
+func TestStartWithOSExecKeepsThePathFD(t *testing.T) {
+	startsKeepingThePathFD(t, func(cmd *exec.Cmd) error {
+		path := cmd.Path
+		err := startWithOSExec(cmd)
+		if cmd.Path != path {
+			t.Errorf("cmd.Path is %q after the start, want %q back", cmd.Path, path)
+		}
+		if err != nil {
+			return err
+		}
+		return cmd.Wait()
+	})
+}
+
+// startsKeepingThePathFD runs /bin/true as /proc/self/fd/100 through run
+// (a start and its wait) with the passed files ending at each of the fds
+// 94..99 that the test process does not hold.
+func startsKeepingThePathFD(t *testing.T, run func(*exec.Cmd) error) {
+	t.Helper()
 	skipWithoutUserNS(t)
 	const pathFD = 100
 	exe, err := os.Open("/bin/true")
@@ -320,66 +352,10 @@ func TestSpawnInitKeepsThePathFD(t *testing.T) {
 		f := os.NewFile(uintptr(high), "high")
 		cmd := spawnTestCmd(t, fmt.Sprintf("/proc/self/fd/%d", pathFD))
 		cmd.ExtraFiles = []*os.File{f, f}
-		err = spawnInit(cmd)
-		if err == nil {
-			err = waitSpawned(cmd)
-		}
+		err = run(cmd)
 		f.Close()
 		if err != nil {
 			t.Errorf("the passed files ending at fd %d: %v", high, err)
-		}
-		ran++
-		noChildLeft(t)
-	}
-	if ran == 0 {
-		t.Fatalf("fds %d..%d all taken in the test process", pathFD-6, pathFD-1)
-	}
-}
-
-// TestStartWithOSExecKeepsThePathFD is TestSpawnInitKeepsThePathFD for
-// the init's other start, os/exec's (CLONE_INTO_CGROUP on cgroup v2, a
-// build without cgo): Go's child moves its sync pipe to one past the
-// highest passed fd, which was the memfd's 100 when they ended at 99, and
-// the execve failed EACCES. Here for every end from 94 to 99.
-func TestStartWithOSExecKeepsThePathFD(t *testing.T) {
-	skipWithoutUserNS(t)
-	const pathFD = 100
-	exe, err := os.Open("/bin/true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exe.Close()
-	if err := syscall.Dup3(int(exe.Fd()), pathFD, syscall.O_CLOEXEC); err != nil {
-		t.Fatalf("dup3 onto %d: %v", pathFD, err)
-	}
-	defer syscall.Close(pathFD)
-	ran := 0
-	for high := pathFD - 6; high < pathFD; high++ {
-		if _, err := unix.FcntlInt(uintptr(high), unix.F_GETFD, 0); err == nil {
-			continue // the test process has it open already
-		}
-		null, err := os.OpenFile(os.DevNull, os.O_RDWR|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Dup3(int(null.Fd()), high, syscall.O_CLOEXEC); err != nil {
-			t.Fatalf("dup3 onto %d: %v", high, err)
-		}
-		null.Close()
-		f := os.NewFile(uintptr(high), "high")
-		path := fmt.Sprintf("/proc/self/fd/%d", pathFD)
-		cmd := spawnTestCmd(t, path)
-		cmd.ExtraFiles = []*os.File{f, f}
-		err = startWithOSExec(cmd)
-		if err == nil {
-			err = cmd.Wait()
-		}
-		f.Close()
-		if err != nil {
-			t.Errorf("the passed files ending at fd %d: %v", high, err)
-		}
-		if cmd.Path != path {
-			t.Errorf("cmd.Path is %q after the start, want %q back", cmd.Path, path)
 		}
 		ran++
 		noChildLeft(t)
