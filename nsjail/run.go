@@ -54,6 +54,10 @@ type Job struct {
 	T0      int64
 	// Marks are the caller's own steps before Run, on the same clock.
 	Marks []Mark
+	// WarmResultJSON: the caller encodes the Result with encoding/json
+	// once it is back (sbx exec --json, serve), so its types are warmed
+	// while the payload runs (warmResultJSON).
+	WarmResultJSON bool
 }
 
 // MonotonicNS is the clock of Job.T0.
@@ -367,6 +371,9 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				started = true
 				deadline.Stop()
 				s.takeCPUBase()
+				if job.WarmResultJSON {
+					go s.warmResultJSON()
+				}
 				if s.cg != nil {
 					// Stale groups of a SIGKILLed sbx go now, off the
 					// start-up path; groups in use are flock'ed and kept.
