@@ -77,7 +77,11 @@
 // the init exits; a warning line may come at any time after ready.
 // Nothing goes on the control pipe before the Payload but the Spec and
 // the Confine: the supervisor holds signals that arrive earlier until the
-// Payload is on its way.
+// Payload is on its way. Run (sbx exec), whose payload is known before the
+// sandbox exists, writes the Payload and its inputs right after the
+// Confine, once the init is in its cgroup (writeSetup): the init reads it
+// as soon as it is confined, without waiting for "ready" to be seen and
+// answered; the order on the pipe is the same.
 //
 // A warm sandbox (Spec.Warm, init_warm_linux.go) differs in three places: the
 // Confine waits for the cgroup attach (v1); after the seccomp load the

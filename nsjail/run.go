@@ -123,6 +123,9 @@ type supervisor struct {
 	// setupSent is closed once writeSetup has sent the Spec and the
 	// Confine (or failed, with confineErr set).
 	setupSent chan struct{}
+	// early is Run's payload, sent by writeSetup after the Confine; nil
+	// for a payload that Exec sends (the handle, a warm sandbox).
+	early *earlyPayload
 	// filter is the compiled seccomp filter, compiled while the init
 	// sets up; confineErr is set when that failed.
 	filter     chan compiled
@@ -259,7 +262,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 	var cpuOver <-chan time.Duration // the /proc total, without a cgroup
 	var exit *StatusMsg
 	var stepErr, framingErr error
-	reaped := false
+	reaped, ready := false, false
 	done := ctx.Done()
 	filesBroken := s.filesBroken
 	hardKill := func() {
@@ -357,12 +360,17 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			case kindWarning:
 				s.warn(m.Msg)
 			case kindReady:
-				if phase != PhaseStarting || s.hardKilled {
+				if ready || phase > PhaseRunning || s.hardKilled {
 					continue
 				}
-				// Confined and waiting: no timer runs until Exec.
-				phase = PhaseReady
-				deadline.Stop()
+				ready = true
+				if phase == PhaseStarting {
+					// Confined and waiting: no timer runs until Exec.
+					phase = PhaseReady
+					deadline.Stop()
+				}
+				// Otherwise an early payload (Run) is on its way
+				// already: its start stays timed (onExec).
 				close(s.readyCh)
 			case kindStarted:
 				if phase != PhaseRunning || started || killing {
