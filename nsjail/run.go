@@ -325,6 +325,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 		case <-execCh:
 			onExec()
 		case err := <-exited:
+			s.tl.mark("sbx: init's wait returned")
 			reaped, s.waitErr, exited = true, err, nil
 			// Nothing of the sandbox is left to write the status pipe:
 			// its EOF follows at once.
@@ -340,6 +341,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				}
 			}
 			if !ok {
+				s.tl.mark("sbx: status pipe closed")
 				events = nil
 				continue
 			}

@@ -487,6 +487,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 		defer s.readers.Done()
 		var err error
 		s.res.Files, s.res.FilesTruncated, s.res.FilesTruncatedReason, err = readFiles(p.filesR, outputs, s.sink)
+		s.tl.mark("sbx: workspace report read")
 		if err != nil {
 			// A broken report stream ends the run (watch); its EOF after
 			// the init's death comes too late to matter.

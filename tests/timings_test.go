@@ -41,7 +41,9 @@ func TestDebugTimingsShowEveryStep(t *testing.T) {
 				t.Errorf("%q comes after %q:\n%s", order[i-1], order[i], out.stderr)
 			}
 		}
-		for _, s := range []string{"sbx: seccomp filter precompiled", "sbx: sandbox ready", "sbx: got started", "sbx: got exit", "sbx: result ready"} {
+		// The end, step by step: the report, the init's last fd closed,
+		// its reap (issue 13, "the last round trips").
+		for _, s := range []string{"sbx: seccomp filter precompiled", "sbx: sandbox ready", "sbx: got started", "sbx: got exit", "sbx: workspace report read", "sbx: status pipe closed", "sbx: init's wait returned", "sbx: result ready"} {
 			at(s)
 		}
 	})
