@@ -201,6 +201,16 @@ func Run(ctx context.Context, job *Job) *Result {
 	return s.result(err)
 }
 
+// isClosed says whether ch is closed (it is never sent on).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // earlyPayload is a payload sent right after the Confine (Run): its
 // control line, encoded before the sandbox existed, its open inputs and
 // what the workspace report is to send.
@@ -432,11 +442,16 @@ func (s *supervisor) start(ctx context.Context) error {
 	select {
 	case <-s.readyCh:
 	case <-s.watchDone:
-		// The init is gone before it was ready: say why.
-		if err := s.conclude(); err != nil {
-			return err
+		if s.early == nil || !isClosed(s.readyCh) {
+			// The init is gone before it was ready: say why.
+			if err := s.conclude(); err != nil {
+				return err
+			}
+			return errors.New("sbx init ended before it was ready")
 		}
-		return errors.New("sbx init ended before it was ready")
+		// Ready, and already over: an early payload (Run) can end
+		// before start looks; exec collects it as any other. (A
+		// sandbox started for Exec that is gone fails its start.)
 	}
 	// Nothing of the payload may reach the init before the init is in
 	// its cgroup: what it forks earlier would stay outside.
