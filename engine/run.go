@@ -62,6 +62,9 @@ func (cfg *Config) Job(p nsjail.Payload, o Options) *nsjail.Job {
 		Timings:     o.Timings,
 		T0:          o.T0,
 		Marks:       o.Marks,
+		// No live stream: the output is in the Result, which is what
+		// the caller prints (exec --json) or sends (serve).
+		WarmResultJSON: o.Stdout == nil && o.Stderr == nil,
 	}
 }
 

@@ -9,4 +9,10 @@ type Confine struct {
 	// Rlimits that depend on the cgroup (its fallbacks, the RLIMIT_CPU
 	// backstop), decided while the init set up.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
+	// BPFBytes and FallbackBytes are the sizes of Seccomp's two
+	// programs (BPF, Fallback), which cross raw right after the
+	// Confine's line, never in it (wire.go, the programs' frame).
+	// encodeCtl sets them.
+	BPFBytes      int `json:"bpf_bytes,omitempty"`
+	FallbackBytes int `json:"fallback_bytes,omitempty"`
 }

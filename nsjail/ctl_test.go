@@ -2,7 +2,9 @@ package nsjail
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -26,7 +28,7 @@ func TestCtlRoundTrip(t *testing.T) {
 	spec := validSpec()
 	msgs := []ctlMsg{
 		{Kind: ctlSpec, Spec: &spec},
-		{Kind: ctlConfine, Confine: &Confine{Seccomp: &seccomp.Filter{Policy: seccomp.Guard, BPF: []byte{1, 2, 3}}, Rlimits: []Rlimit{{Resource: "RLIMIT_CPU", Soft: 1, Hard: 2}}}},
+		{Kind: ctlConfine, Confine: &Confine{Seccomp: &seccomp.Filter{Policy: seccomp.Guard, BPF: testProgram(2), Fallback: testProgram(1)}, Rlimits: []Rlimit{{Resource: "RLIMIT_CPU", Soft: 1, Hard: 2}}}},
 		{Kind: ctlPayload, Payload: &Payload{Argv: []string{"python3", "-c", "print(1)"}, Files: []File{{Path: "a.txt", Mode: 0o644, Size: 3}}, Env: []string{"A=1"}}},
 		{Kind: ctlControl, Control: &Control{Signal: 15}},
 		{Kind: ctlControl, Control: &Control{Kill: true}},
@@ -74,6 +76,16 @@ func TestCtlRefused(t *testing.T) {
 		{"truncated", specLine[:len(specLine)/2], ctlSpec, "", io.ErrUnexpectedEOF},
 		{"empty pipe", "", ctlSpec, "", io.EOF},
 		{"frame too big", `{"kind":"control","control":{"signal":1` + strings.Repeat(" ", maxCtlFrame[ctlControl]) + "}}\n", ctlControl, "", errFrameTooBig},
+		// The Confine's programs' frame (wire.go).
+		{"program inside the line", `{"kind":"confine","confine":{"seccomp":{"policy":"guard","bpf":"AAAAAAAAAAA=","notify":false},"bpf_bytes":8}}` + "\n" + string(testProgram(1)), ctlConfine, "a program inside the line", nil},
+		{"program of no whole instructions", confineWire(12, 0, 12), ctlConfine, "program of 12 bytes", nil},
+		{"program past BPF_MAXINSNS", confineWire(maxProgramBytes+8, 0, maxProgramBytes+8), ctlConfine, "program of 32776 bytes", nil},
+		{"fallback past BPF_MAXINSNS", confineWire(8, maxProgramBytes+8, 8), ctlConfine, "fallback program of 32776 bytes", nil},
+		{"negative size", confineWire(-8, 0, 0), ctlConfine, "program of -8 bytes", nil},
+		{"no program", confineWire(0, 0, 0), ctlConfine, "program of 0 bytes", nil},
+		{"programs without a filter", `{"kind":"confine","confine":{"seccomp":null,"bpf_bytes":8}}` + "\n" + string(testProgram(1)), ctlConfine, "without a filter", nil},
+		{"frame cut short", confineWire(16, 8, 16), ctlConfine, "programs", io.ErrUnexpectedEOF},
+		{"no frame", confineWire(16, 0, 0), ctlConfine, "programs", io.ErrUnexpectedEOF},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := expect(bufio.NewReaderSize(strings.NewReader(tc.wire), 16), tc.kind)
@@ -90,6 +102,51 @@ func TestCtlRefused(t *testing.T) {
 	}
 }
 
+// testProgram is n 8-byte instructions (what they do is not read here).
+func testProgram(n int) []byte {
+	b := make([]byte, 8*n)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+// confineWire is a Confine's line that gives its programs as bpf and
+// fallback bytes, followed by frame bytes of them.
+func confineWire(bpf, fallback, frame int) string {
+	return fmt.Sprintf(`{"kind":"confine","confine":{"seccomp":{"policy":"guard","bpf":null,"notify":false},"bpf_bytes":%d,"fallback_bytes":%d}}`, bpf, fallback) + "\n" + strings.Repeat("\x06", max(frame, 0))
+}
+
+// TestConfineProgramsCrossRaw: the filter's programs follow the Confine's
+// line byte for byte, never inside it: the line of the allowlist policy
+// (21.5 KB of programs, which crossed in base64) is a few hundred bytes,
+// and what expect hands on loads the same programs.
+func TestConfineProgramsCrossRaw(t *testing.T) {
+	p, err := seccomp.ForRun("allowlist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := seccomp.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := ctlLine(t, ctlMsg{Kind: ctlConfine, Confine: &Confine{Seccomp: f}})
+	line, frame, _ := strings.Cut(wire, "\n")
+	if frame != string(f.BPF)+string(f.Fallback) {
+		t.Fatalf("after the line: %d bytes, want the %d+%d bytes of the programs", len(frame), len(f.BPF), len(f.Fallback))
+	}
+	if len(line) >= len(f.BPF)/4 {
+		t.Fatalf("the line is %d bytes for programs of %d+%d: do they cross inside it? %.200s", len(line), len(f.BPF), len(f.Fallback), line)
+	}
+	got, err := expect(bufio.NewReader(strings.NewReader(wire+"next")), ctlConfine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Confine.Seccomp.BPF) != string(f.BPF) || string(got.Confine.Seccomp.Fallback) != string(f.Fallback) {
+		t.Fatal("expect handed on other programs than were sent")
+	}
+}
+
 // TestEncodeCtlRefused: the supervisor never writes what the init would
 // refuse, so the error is the host's and says why.
 func TestEncodeCtlRefused(t *testing.T) {
@@ -103,6 +160,8 @@ func TestEncodeCtlRefused(t *testing.T) {
 		{"no body", ctlMsg{Kind: ctlSpec}, "spec message without its spec"},
 		{"other body", ctlMsg{Kind: ctlControl, Control: &Control{}, Payload: huge}, "control message with a payload in it"},
 		{"unknown kind", ctlMsg{Kind: "exec"}, "unknown kind"},
+		{"a program of no whole instructions", ctlMsg{Kind: ctlConfine, Confine: &Confine{Seccomp: &seccomp.Filter{Policy: seccomp.Guard, BPF: []byte{1, 2, 3}}}}, "program of 3 bytes"},
+		{"a program past BPF_MAXINSNS", ctlMsg{Kind: ctlConfine, Confine: &Confine{Seccomp: &seccomp.Filter{Policy: seccomp.Guard, BPF: testProgram(4097)}}}, "program of 32776 bytes"},
 	} {
 		if _, err := encodeCtl(tc.m); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
@@ -121,6 +180,7 @@ func FuzzDecodeCtl(f *testing.F) {
 		`{"kind":"control","control":{"signal":15}}`,
 		`{"kind":"payload","payload":{"argv":["python3"],"files":[{"path":"a","mode":420,"size":1}]}}`,
 		`{"kind":"confine","confine":{"seccomp":null}}`,
+		`{"kind":"confine","confine":{"seccomp":{"policy":"guard","bpf":null,"notify":false},"bpf_bytes":8}}`,
 		`{"kind":"spec","spec":{"version":3}}`,
 		`{"kind":"control","payload":{"argv":[]}}`,
 		`{"kind":"nope"}`,
@@ -136,10 +196,60 @@ func FuzzDecodeCtl(f *testing.F) {
 		if err := m.check(); err != nil {
 			t.Fatalf("accepted a malformed union: %v", err)
 		}
-		if len(line) <= maxCtlFrame[m.Kind] {
+		if len(line) <= maxCtlFrame[m.Kind] && m.Kind != ctlConfine {
 			if _, err := encodeCtl(m); err != nil {
 				t.Fatalf("accepted %q, which does not encode again: %v", line, err)
 			}
+		}
+	})
+}
+
+// FuzzExpectConfine feeds arbitrary bytes to the init's read of the
+// Confine, its line and its programs' frame: it must never panic or read
+// past the frame the line announced, and what it accepts has programs
+// within BPF_MAXINSNS of whole instructions, which encode again to a
+// line and frame that read back the same.
+//
+//	go test -run '^$' -fuzz '^FuzzExpectConfine$' -fuzztime 60s ./nsjail/
+func FuzzExpectConfine(f *testing.F) {
+	for _, seed := range []string{
+		confineWire(16, 8, 24) + "rest",
+		confineWire(8, 0, 8),
+		confineWire(16, 0, 8),
+		confineWire(12, 0, 12),
+		`{"kind":"confine","confine":{"seccomp":null}}` + "\n",
+		`{"kind":"confine","confine":{"seccomp":{"policy":"guard","bpf":"AAAAAAAAAAA=","notify":false},"bpf_bytes":8}}` + "\n" + string(testProgram(1)),
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		r := bytes.NewReader(wire)
+		br := bufio.NewReaderSize(r, 64<<10)
+		m, err := expect(br, ctlConfine)
+		if err != nil {
+			return
+		}
+		c := m.Confine
+		if c.Seccomp != nil {
+			if n := len(c.Seccomp.BPF); n != c.BPFBytes || n == 0 || n%8 != 0 || n > maxProgramBytes {
+				t.Fatalf("accepted a filter program of %d bytes (line says %d)", n, c.BPFBytes)
+			}
+			if n := len(c.Seccomp.Fallback); n != c.FallbackBytes || n%8 != 0 || n > maxProgramBytes {
+				t.Fatalf("accepted a fallback program of %d bytes (line says %d)", n, c.FallbackBytes)
+			}
+		}
+		line, _, _ := bytes.Cut(wire, []byte("\n"))
+		consumed := len(wire) - r.Len() - br.Buffered()
+		if want := len(line) + 1 + c.BPFBytes + c.FallbackBytes; consumed != want {
+			t.Fatalf("read %d bytes, want the line and its frame: %d", consumed, want)
+		}
+		again, err := encodeCtl(m)
+		if err != nil {
+			t.Fatalf("accepted %q, which does not encode again: %v", wire, err)
+		}
+		m2, err := expect(bufio.NewReader(bytes.NewReader(again)), ctlConfine)
+		if err != nil || ctlLine(t, m2) != string(again) {
+			t.Fatalf("re-encoded %q reads back as %+v, %v", again, m2, err)
 		}
 	})
 }

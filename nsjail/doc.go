@@ -46,7 +46,9 @@
 // one body (spec, confine, payload, control); encodeCtl writes it and the
 // init reads each with expect(kind), in the fixed order below, so a
 // message out of place fails closed. A status line is a StatusMsg of a
-// known kind (decodeStatus). Drawn the way runc's libcontainer/sync.go
+// known kind (decodeStatus). One frame is not JSON: the Confine's BPF
+// programs follow its line raw, their sizes given in it (wire.go, the
+// programs' frame). Drawn the way runc's libcontainer/sync.go
 // draws its own, with each line's kind:
 //
 //	supervisor (Start)                               init (pid 1)
@@ -55,7 +57,8 @@
 //	  (compile filter; make cgroup, v1: attach        mounts, pivot_root, hostname, lo,
 //	   the init beside its set-up)                    proxy listener ══fd 6══► supervisor,
 //	                                                  user.* quotas (/proc/sys), mask /proc
-//	  ── confine: filter, late rlimits (≤ 1 MiB) ───► expect(confine)
+//	  ── confine: filter, late rlimits (≤ 1 MiB), ──► expect(confine)
+//	     then its two BPF programs, raw (≤ 32 KiB each)
 //	                                                  RLIMIT_CORE, caps, securebits,
 //	                                                  no_new_privs, Landlock, seccomp
 //	  ◄─────────────────────── ready (≤ 256 KiB) ─── (confined from here on)
@@ -77,7 +80,11 @@
 // the init exits; a warning line may come at any time after ready.
 // Nothing goes on the control pipe before the Payload but the Spec and
 // the Confine: the supervisor holds signals that arrive earlier until the
-// Payload is on its way.
+// Payload is on its way. Run (sbx exec), whose payload is known before the
+// sandbox exists, writes the Payload and its inputs right after the
+// Confine, once the init is in its cgroup (writeSetup): the init reads it
+// as soon as it is confined, without waiting for "ready" to be seen and
+// answered; the order on the pipe is the same.
 //
 // A warm sandbox (Spec.Warm, init_warm_linux.go) differs in three places: the
 // Confine waits for the cgroup attach (v1); after the seccomp load the

@@ -54,6 +54,10 @@ type Job struct {
 	T0      int64
 	// Marks are the caller's own steps before Run, on the same clock.
 	Marks []Mark
+	// WarmResultJSON: the caller encodes the Result with encoding/json
+	// once it is back (sbx exec --json, serve), so its types are warmed
+	// while the payload runs (warmResultJSON).
+	WarmResultJSON bool
 }
 
 // MonotonicNS is the clock of Job.T0.
@@ -119,6 +123,9 @@ type supervisor struct {
 	// setupSent is closed once writeSetup has sent the Spec and the
 	// Confine (or failed, with confineErr set).
 	setupSent chan struct{}
+	// early is Run's payload, sent by writeSetup after the Confine; nil
+	// for a payload that Exec sends (the handle, a warm sandbox).
+	early *earlyPayload
 	// filter is the compiled seccomp filter, compiled while the init
 	// sets up; confineErr is set when that failed.
 	filter     chan compiled
@@ -255,7 +262,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 	var cpuOver <-chan time.Duration // the /proc total, without a cgroup
 	var exit *StatusMsg
 	var stepErr, framingErr error
-	reaped := false
+	reaped, ready := false, false
 	done := ctx.Done()
 	filesBroken := s.filesBroken
 	hardKill := func() {
@@ -318,6 +325,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 		case <-execCh:
 			onExec()
 		case err := <-exited:
+			s.tl.mark("sbx: init's wait returned")
 			reaped, s.waitErr, exited = true, err, nil
 			// Nothing of the sandbox is left to write the status pipe:
 			// its EOF follows at once.
@@ -333,6 +341,7 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				}
 			}
 			if !ok {
+				s.tl.mark("sbx: status pipe closed")
 				events = nil
 				continue
 			}
@@ -353,12 +362,17 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 			case kindWarning:
 				s.warn(m.Msg)
 			case kindReady:
-				if phase != PhaseStarting || s.hardKilled {
+				if ready || phase > PhaseRunning || s.hardKilled {
 					continue
 				}
-				// Confined and waiting: no timer runs until Exec.
-				phase = PhaseReady
-				deadline.Stop()
+				ready = true
+				if phase == PhaseStarting {
+					// Confined and waiting: no timer runs until Exec.
+					phase = PhaseReady
+					deadline.Stop()
+				}
+				// Otherwise an early payload (Run) is on its way
+				// already: its start stays timed (onExec).
 				close(s.readyCh)
 			case kindStarted:
 				if phase != PhaseRunning || started || killing {
@@ -367,6 +381,9 @@ func (s *supervisor) watch(ctx context.Context, cmd *exec.Cmd, events <-chan sta
 				started = true
 				deadline.Stop()
 				s.takeCPUBase()
+				if job.WarmResultJSON {
+					go s.warmResultJSON()
+				}
 				if s.cg != nil {
 					// Stale groups of a SIGKILLed sbx go now, off the
 					// start-up path; groups in use are flock'ed and kept.

@@ -180,16 +180,45 @@ func Run(ctx context.Context, job *Job) *Result {
 	if err == nil {
 		inputs, err = openInputs(job.Payload.Files)
 	}
+	pio := IO{Stdin: job.Stdin, Stdout: job.Stdout, Stderr: job.Stderr, OutputDir: job.OutputDir, Timings: job.Timings}
+	if err == nil && job.Spec.Warm == nil {
+		// Known up front, the payload follows the Confine on the control
+		// pipe (writeSetup): the init reads it as soon as it is
+		// confined, without waiting for the supervisor to see "ready"
+		// and answer. A warm sandbox's payload comes later, by Exec.
+		s.early = &earlyPayload{pl: &job.Payload, inputs: inputs}
+		s.early.line, s.early.outputs, err = s.preparePayload(&job.Payload, pio)
+	}
 	if err == nil {
 		err = s.start(ctx)
 	}
 	if err == nil && s.claim() == nil {
-		err = s.exec(ctx, &job.Payload, inputs, IO{Stdin: job.Stdin, Stdout: job.Stdout, Stderr: job.Stderr, OutputDir: job.OutputDir, Timings: job.Timings})
+		err = s.exec(ctx, &job.Payload, inputs, pio)
 		close(s.execDone)
 	}
 	closeFiles(inputs)
 	s.teardown()
 	return s.result(err)
+}
+
+// isClosed says whether ch is closed (it is never sent on).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// earlyPayload is a payload sent right after the Confine (Run): its
+// control line, encoded before the sandbox existed, its open inputs and
+// what the workspace report is to send.
+type earlyPayload struct {
+	line    []byte
+	pl      *Payload
+	inputs  []*os.File
+	outputs OutputSpec
 }
 
 func newSupervisor(job *Job) *supervisor {
@@ -244,7 +273,14 @@ func (s *supervisor) claim() error {
 	switch {
 	case s.phase == PhaseClosed:
 		return ErrClosed
-	case s.phase != PhaseReady || s.execBegun:
+	case s.execBegun:
+		return ErrUsed
+	case s.early != nil && s.phase >= PhaseReady:
+		// Run's payload went with the Confine: it may have started, or
+		// even ended (watch's PhaseReporting), before Run claims it.
+		s.phase, s.execBegun = max(s.phase, PhaseRunning), true
+		return nil
+	case s.phase != PhaseReady:
 		return ErrUsed
 	}
 	s.phase, s.execBegun = PhaseRunning, true
@@ -406,11 +442,16 @@ func (s *supervisor) start(ctx context.Context) error {
 	select {
 	case <-s.readyCh:
 	case <-s.watchDone:
-		// The init is gone before it was ready: say why.
-		if err := s.conclude(); err != nil {
-			return err
+		if s.early == nil || !isClosed(s.readyCh) {
+			// The init is gone before it was ready: say why.
+			if err := s.conclude(); err != nil {
+				return err
+			}
+			return errors.New("sbx init ended before it was ready")
 		}
-		return errors.New("sbx init ended before it was ready")
+		// Ready, and already over: an early payload (Run) can end
+		// before start looks; exec collects it as any other. (A
+		// sandbox started for Exec that is gone fails its start.)
 	}
 	// Nothing of the payload may reach the init before the init is in
 	// its cgroup: what it forks earlier would stay outside.
@@ -433,35 +474,18 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 	stop := context.AfterFunc(ctx, func() { s.cancel(context.Cause(ctx)) })
 	defer stop()
 	job, p := s.job, &s.p
-	if err := s.openSink(pio.OutputDir); err != nil {
-		close(s.inputsDone)
-		s.cancel(err)
-		<-s.watchDone
-		return err
-	}
-	if err := s.applyLower(pl); err != nil {
-		close(s.inputsDone)
-		s.cancel(err)
-		<-s.watchDone
-		return err
-	}
-	// What this request asks of the report and of the init travels with
-	// its payload, never in the Spec.
-	pl.Send, pl.Timings = s.sink != nil, s.tl.on.Load()
-	pl.CaptureError = pythonArgv(pl.Argv) && !job.Spec.Session
-	if !pl.CaptureError {
-		pl.FigureBytes = 0
-	}
-	pl.FigureBytes = min(max(0, pl.FigureBytes), MaxFigureBytes)
-	s.figureBytes = pl.FigureBytes
-	outputs := job.Spec.Outputs
-	outputs.Send = pl.Send
-	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})
-	if err != nil {
-		close(s.inputsDone)
-		s.cancel(err)
-		<-s.watchDone
-		return fmt.Errorf("encode payload: %w", err)
+	var payloadLine []byte
+	var outputs OutputSpec
+	if s.early != nil {
+		outputs = s.early.outputs
+	} else {
+		var err error
+		if payloadLine, outputs, err = s.preparePayload(pl, pio); err != nil {
+			close(s.inputsDone)
+			s.cancel(err)
+			<-s.watchDone
+			return err
+		}
 	}
 	s.stdout = newCapture(job.OutputLimit, pio.Stdout)
 	s.stderr = newCapture(job.OutputLimit, pio.Stderr)
@@ -478,6 +502,7 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 		defer s.readers.Done()
 		var err error
 		s.res.Files, s.res.FilesTruncated, s.res.FilesTruncatedReason, err = readFiles(p.filesR, outputs, s.sink)
+		s.tl.mark("sbx: workspace report read")
 		if err != nil {
 			// A broken report stream ends the run (watch); its EOF after
 			// the init's death comes too late to matter.
@@ -495,15 +520,48 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 		}(p.inW, pio.Stdin)
 		p.inW = nil
 	}
-	// The payload goes first on the control pipe; a signal or a kill
-	// watch sends meanwhile waits for it (ctlMu, handed to the writer).
-	// execCh is closed first: watch must know of the payload before the
-	// init can report its start.
-	s.ctlMu.Lock()
-	close(s.execCh)
-	go s.writePayload(payloadLine, pl, inputs)
+	if s.early == nil {
+		// The payload goes first on the control pipe; a signal or a kill
+		// watch sends meanwhile waits for it (ctlMu, handed to the
+		// writer). execCh is closed first: watch must know of the
+		// payload before the init can report its start. (An early
+		// payload went the same way from writeSetup.)
+		s.ctlMu.Lock()
+		close(s.execCh)
+		go s.writePayload(payloadLine, pl, inputs)
+	}
 	<-s.watchDone
 	return s.conclude()
+}
+
+// preparePayload opens the execution's output directory, lowers a warm
+// sandbox's limits, and encodes the payload with what this request asks
+// of the report and of the init: its control line, and what the
+// workspace report sends. It writes nothing to the init.
+func (s *supervisor) preparePayload(pl *Payload, pio IO) ([]byte, OutputSpec, error) {
+	job := s.job
+	if err := s.openSink(pio.OutputDir); err != nil {
+		return nil, OutputSpec{}, err
+	}
+	if err := s.applyLower(pl); err != nil {
+		return nil, OutputSpec{}, err
+	}
+	// What this request asks of the report and of the init travels with
+	// its payload, never in the Spec.
+	pl.Send, pl.Timings = s.sink != nil, s.tl.on.Load()
+	pl.CaptureError = pythonArgv(pl.Argv) && !job.Spec.Session
+	if !pl.CaptureError {
+		pl.FigureBytes = 0
+	}
+	pl.FigureBytes = min(max(0, pl.FigureBytes), MaxFigureBytes)
+	s.figureBytes = pl.FigureBytes
+	outputs := job.Spec.Outputs
+	outputs.Send = pl.Send
+	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})
+	if err != nil {
+		return nil, OutputSpec{}, fmt.Errorf("encode payload: %w", err)
+	}
+	return payloadLine, outputs, nil
 }
 
 // conclude collects a run whose watch has returned: the output drained,
@@ -574,10 +632,48 @@ func (s *supervisor) result(err error) *Result {
 // failed): the init reads it after its mounts and confines itself before
 // it says ready. The control pipe stays open afterwards: its EOF tells the
 // init that the supervisor is gone.
+//
+// With an early payload (Run) the Payload and its inputs follow the
+// Confine, once the init is in its cgroup: on cgroup v1 without the
+// clone's move (attachInit) the init is attached while it sets up, and a
+// payload it forked before that would escape the limits. execCh is
+// closed before the Payload is written, as Exec does, and ctlMu is held
+// until the inputs are through: a signal watch holds until the payload
+// is on its way comes after it, never before.
 func (s *supervisor) writeSetup(specLine []byte) {
-	defer close(s.setupSent)
 	s.ctlMu.Lock()
-	defer s.ctlMu.Unlock()
+	sent := s.sendSetup(specLine)
+	close(s.setupSent)
+	e := s.early
+	if e == nil {
+		s.ctlMu.Unlock()
+		return
+	}
+	if sent {
+		select {
+		case <-s.attached:
+		case <-s.ctx.Done():
+			// Torn down before the init was attached (a failed clone
+			// never attaches it): there is no payload to send.
+			sent = false
+		}
+	}
+	if !sent || s.attachErr != nil {
+		// start fails with why (confineErr, attachErr, the init's own
+		// error); the payload never reaches the init.
+		close(s.inputsDone)
+		s.ctlMu.Unlock()
+		return
+	}
+	close(s.execCh)
+	s.tl.mark("sbx: payload sent after the confine")
+	s.writePayload(e.line, e.pl, e.inputs)
+}
+
+// sendSetup writes the Spec and the Confine (writeSetup, which holds
+// ctlMu); false: the Confine was not sent, confineErr says why, and the
+// control pipe is closed.
+func (s *supervisor) sendSetup(specLine []byte) bool {
 	w := bufio.NewWriterSize(s.ctlW, 64<<10)
 	w.Write(specLine)
 	w.Flush() // the init can start while the filter compiles
@@ -585,7 +681,7 @@ func (s *supervisor) writeSetup(specLine []byte) {
 	if c.err != nil {
 		s.confineErr = fmt.Errorf("seccomp policy %s: %w", s.job.Spec.Seccomp, c.err)
 		s.ctlW.Close() // the init fails reading the rest, and says so
-		return
+		return false
 	}
 	s.tl.mark(c.mark())
 	<-s.cgReady
@@ -594,7 +690,7 @@ func (s *supervisor) writeSetup(specLine []byte) {
 		// Confine, and the run with cgErr.
 		s.confineErr = s.cgErr
 		s.ctlW.Close()
-		return
+		return false
 	}
 	if s.job.Spec.Warm != nil {
 		// A warm init forks the payload's interpreter once confined,
@@ -604,17 +700,18 @@ func (s *supervisor) writeSetup(specLine []byte) {
 		if s.attachErr != nil {
 			s.confineErr = s.attachErr
 			s.ctlW.Close()
-			return
+			return false
 		}
 	}
 	confine, err := encodeCtl(ctlMsg{Kind: ctlConfine, Confine: &Confine{Seccomp: c.f, Rlimits: s.lateRlimits}})
 	if err != nil {
 		s.confineErr = err
 		s.ctlW.Close()
-		return
+		return false
 	}
 	w.Write(confine)
 	w.Flush()
+	return true
 }
 
 // writePayload sends the Payload and the input files' bytes; the caller

@@ -38,8 +38,9 @@ const (
 
 // maxCtlFrame bounds one control line of each kind, its '\n' excluded:
 // the init never buffers more. A Spec is a few KiB (the mount plan and
-// env); a Confine carries two BPF programs of at most BPF_MAXINSNS (4096)
-// instructions, 8 bytes each, in base64, about 90 KiB at worst; a
+// env); a Confine's line the filter's errno map and holds, and the late
+// rlimits (its two programs follow it raw, within maxProgramBytes each:
+// the programs' frame below); a
 // Payload's argv is bounded by execve's ARG_MAX (a quarter of the 8 MiB
 // stack rlimit, 2 MiB; execve(2)), which JSON can escape to 6 bytes a
 // byte, plus its list of inputs; a Control is a few bytes. The
@@ -82,10 +83,18 @@ func (m *ctlMsg) check() error {
 }
 
 // encodeCtl is the one encoder of the control pipe: m as one line, within
-// its kind's frame.
+// its kind's frame; a Confine's line is followed by its programs' frame.
 func encodeCtl(m ctlMsg) ([]byte, error) {
 	if err := m.check(); err != nil {
 		return nil, err
+	}
+	var programs []byte
+	if m.Kind == ctlConfine {
+		c, frame, err := m.Confine.splitPrograms()
+		if err != nil {
+			return nil, fmt.Errorf("encode %s message: %w", m.Kind, err)
+		}
+		m.Confine, programs = c, frame
 	}
 	b, err := encodeLine(m)
 	if err != nil {
@@ -94,11 +103,12 @@ func encodeCtl(m ctlMsg) ([]byte, error) {
 	if max := maxCtlFrame[m.Kind]; len(b)-1 > max {
 		return nil, fmt.Errorf("%s message of %d bytes, more than the control pipe's %d", m.Kind, len(b)-1, max)
 	}
-	return b, nil
+	return append(b, programs...), nil
 }
 
 // decodeCtl decodes one control line strictly (decodeStrict) and checks
-// it is a well-formed union. It is pure, for the tests.
+// it is a well-formed union; a Confine's programs, which follow its line,
+// are not read (expect reads them). It is pure, for the tests.
 func decodeCtl(line []byte) (ctlMsg, error) {
 	var m ctlMsg
 	if err := decodeStrict(line, &m); err != nil {
@@ -107,7 +117,91 @@ func decodeCtl(line []byte) (ctlMsg, error) {
 	if err := m.check(); err != nil {
 		return ctlMsg{}, err
 	}
+	if m.Kind == ctlConfine {
+		if err := m.Confine.checkFrame(); err != nil {
+			return ctlMsg{}, err
+		}
+	}
 	return m, nil
+}
+
+// The programs' frame. The Confine's two BPF programs (21.5 KB for
+// strict) used to cross inside its JSON line, in base64: the init's
+// encoding/json scanned every byte of them, and the supervisor's encoded
+// them, ~0.5 ms in all before the filter's load (issue 13, "the last
+// round trips"). They cross raw now, right after the line: the line says
+// their sizes (Confine.BPFBytes, FallbackBytes), each a whole number of
+// 8-byte instructions (struct sock_filter) and at most BPF_MAXINSNS
+// (4096) of them, which the kernel refuses past (seccomp(2), EINVAL);
+// the init reads exactly that many bytes, no more, and nothing of a
+// program may be in the line itself. Only bytes are framed, never JSON:
+// the line keeps its strict decoder (docs/DESIGN.md).
+const maxProgramBytes = 4096 * 8
+
+// checkProgramSize says whether n bytes can be a program of the frame
+// (optional: n may be 0).
+func checkProgramSize(what string, n int, optional bool) error {
+	if (n == 0 && optional) || (n > 0 && n%8 == 0 && n <= maxProgramBytes) {
+		return nil
+	}
+	return fmt.Errorf("confine message: %s program of %d bytes (want a multiple of 8, 8 to %d)", what, n, maxProgramBytes)
+}
+
+// checkFrame checks what a Confine's line says of its programs' frame:
+// sizes within bounds, with a filter, and no program in the line itself.
+func (c *Confine) checkFrame() error {
+	if c.Seccomp == nil {
+		if c.BPFBytes != 0 || c.FallbackBytes != 0 {
+			return fmt.Errorf("confine message: programs of %d and %d bytes without a filter", c.BPFBytes, c.FallbackBytes)
+		}
+		return nil
+	}
+	if c.Seccomp.BPF != nil || c.Seccomp.Fallback != nil {
+		return errors.New("confine message: a program inside the line (they follow it raw)")
+	}
+	if err := checkProgramSize("the filter's", c.BPFBytes, false); err != nil {
+		return err
+	}
+	return checkProgramSize("the fallback", c.FallbackBytes, true)
+}
+
+// splitPrograms is c as its line carries it, without the programs, and
+// the frame that follows the line: the programs, back to back.
+func (c *Confine) splitPrograms() (*Confine, []byte, error) {
+	out := *c
+	out.BPFBytes, out.FallbackBytes = 0, 0
+	if c.Seccomp == nil {
+		return &out, nil, nil
+	}
+	f := *c.Seccomp
+	out.Seccomp = &f
+	out.BPFBytes, out.FallbackBytes = len(f.BPF), len(f.Fallback)
+	frame := append(append(make([]byte, 0, len(f.BPF)+len(f.Fallback)), f.BPF...), f.Fallback...)
+	f.BPF, f.Fallback = nil, nil
+	if err := out.checkFrame(); err != nil {
+		return nil, nil, err
+	}
+	return &out, frame, nil
+}
+
+// readPrograms reads the programs' frame that follows c's line (checked
+// by decodeCtl) into c.Seccomp: exactly the sizes the line gives.
+func (c *Confine) readPrograms(r io.Reader) error {
+	if c.Seccomp == nil {
+		return nil
+	}
+	buf := make([]byte, c.BPFBytes+c.FallbackBytes)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("read the confine message's programs (%d and %d bytes): %w", c.BPFBytes, c.FallbackBytes, err)
+	}
+	c.Seccomp.BPF = buf[:c.BPFBytes:c.BPFBytes]
+	if c.FallbackBytes > 0 {
+		c.Seccomp.Fallback = buf[c.BPFBytes:]
+	}
+	return nil
 }
 
 // expect reads the next control line, which must be a message of kind k
@@ -124,6 +218,11 @@ func expect(br *bufio.Reader, k ctlKind) (ctlMsg, error) {
 	}
 	if m.Kind != k {
 		return ctlMsg{}, fmt.Errorf("control pipe: a %s message where a %s message belongs", m.Kind, k)
+	}
+	if k == ctlConfine {
+		if err := m.Confine.readPrograms(br); err != nil {
+			return ctlMsg{}, err
+		}
 	}
 	return m, nil
 }

@@ -142,6 +142,34 @@ func TestInitWarmsStatusLineTypes(t *testing.T) {
 	})
 }
 
+// TestResultJSONTypesWarmed: under --json the supervisor builds
+// encoding/json's caches for the Result while the payload runs (nsjail
+// warmResultJSON), so that the Result's encode after the payload's exit
+// is not the type's cold first use (~0.4 ms, issue 13, "the last round
+// trips"); a run that streams its output does not pay for it. The mark
+// may come late on a loaded host, but always before the Result is built:
+// only its presence and place are asserted, never a time.
+func TestResultJSONTypesWarmed(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		out := r.exec(t, "", "exec", "--json", "--profile", "strict", "--debug-timings", "--", "/usr/bin/python3", "-S", "-c", "print('ok')")
+		if out.code != 0 || !strings.Contains(out.stdout, `"stdout": "ok\n"`) {
+			t.Fatalf("--json: exit %d, stdout %q: %s", out.code, out.stdout, out.stderr)
+		}
+		steps := timelineSteps(out.stderr)
+		warmed, ready := slices.Index(steps, "sbx: Result's JSON types warmed"), slices.Index(steps, "sbx: result ready")
+		if warmed < 0 || ready < 0 || warmed > ready {
+			t.Errorf("--json: \"sbx: Result's JSON types warmed\" at %d, \"sbx: result ready\" at %d of the timeline:\n%s", warmed, ready, out.stderr)
+		}
+		out = r.exec(t, "", "exec", "--profile", "strict", "--debug-timings", "--", "/usr/bin/python3", "-S", "-c", "print('ok')")
+		if out.code != 0 || out.stdout != "ok\n" {
+			t.Fatalf("streamed: exit %d, stdout %q: %s", out.code, out.stdout, out.stderr)
+		}
+		if slices.Contains(timelineSteps(out.stderr), "sbx: Result's JSON types warmed") {
+			t.Errorf("a streamed run warmed the Result's JSON it never prints:\n%s", out.stderr)
+		}
+	})
+}
+
 // TestOwnPackageInitsAreLight: every sbx process runs every package's
 // init, the sandbox's init process included (it is the same binary), so
 // sbx's own packages compile nothing at init time. serve's X-Request-Id

@@ -3,6 +3,9 @@
 package tests
 
 import (
+	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,8 +41,42 @@ func TestDebugTimingsShowEveryStep(t *testing.T) {
 				t.Errorf("%q comes after %q:\n%s", order[i-1], order[i], out.stderr)
 			}
 		}
-		for _, s := range []string{"sbx: seccomp filter precompiled", "sbx: sandbox ready", "sbx: got started", "sbx: got exit", "sbx: result ready"} {
+		// The end, step by step: the report, the init's last fd closed,
+		// its reap (issue 13, "the last round trips").
+		for _, s := range []string{"sbx: seccomp filter precompiled", "sbx: sandbox ready", "sbx: got started", "sbx: got exit", "sbx: workspace report read", "sbx: status pipe closed", "sbx: init's wait returned", "sbx: result ready"} {
 			at(s)
+		}
+	})
+}
+
+// TestExecPayloadFollowsTheConfine: sbx exec knows its payload before the
+// sandbox exists, so the supervisor writes it right after the Confine and
+// the init reads it as soon as it is confined, without waiting for the
+// supervisor to see "ready" and answer (issue 13, "the last round
+// trips"). The input file's bytes follow it on the same pipe, and stdin
+// still reaches the payload. The order is asserted, never a time: the
+// mark is taken before the write, and the init's "read payload" after it
+// decoded what was written.
+func TestExecPayloadFollowsTheConfine(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		out := r.exec(t, "from stdin", "exec", "--profile", "strict", "--debug-timings", "--file", data("env.py")+":in/env.py", "--",
+			"/usr/bin/python3", "-S", "-c", "import sys; print(len(open('in/env.py').read())); print(sys.stdin.read())")
+		want, err := os.ReadFile(data("env.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.code != 0 || out.stdout != fmt.Sprintf("%d\nfrom stdin\n", len(want)) {
+			t.Fatalf("exit %d, stdout %q: %s", out.code, out.stdout, out.stderr)
+		}
+		steps := timelineSteps(out.stderr)
+		order := []string{"sbx: payload sent after the confine", "init: read payload", "init: write inputs", "init: fork+exec payload", "sbx: got started"}
+		prev := -1
+		for _, s := range order {
+			i := slices.Index(steps, s)
+			if i < 0 || i < prev {
+				t.Fatalf("%q missing or out of order (%v):\n%s", s, order, out.stderr)
+			}
+			prev = i
 		}
 	})
 }
