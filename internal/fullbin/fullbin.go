@@ -116,10 +116,10 @@ const (
 // meaning says what an errno of the memfd's making or of its exec means
 // on this host, and what to do ("" when there is nothing to add).
 func meaning(err error, s step) string {
-	const noexec = "this host refuses executable memfds: vm.memfd_noexec=2 (sysctl vm.memfd_noexec=0 or 1 allows them)"
+	const sysctl = "vm.memfd_noexec=2 (sysctl vm.memfd_noexec=0 or 1 allows them)"
 	switch {
 	case s == stepMemfd && errors.Is(err, unix.EACCES):
-		return "; " + noexec
+		return "; this host refuses executable memfds: " + sysctl
 	case s == stepMemfd && errors.Is(err, unix.EPERM):
 		return "; a seccomp filter or an LSM policy of this process refuses memfd_create(2)"
 	case s == stepMemfd && (errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EFBIG)):
@@ -127,7 +127,7 @@ func meaning(err error, s step) string {
 	case s == stepMemfd && (errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)):
 		return "; out of file descriptors"
 	case s == stepExec && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)):
-		return "; this host refuses to exec from a memfd: an LSM policy, or " + noexec
+		return "; this host refuses to exec from a memfd: an LSM policy, or " + sysctl
 	case s == stepExec && errors.Is(err, unix.ENOSYS):
 		return "; the kernel has no execveat(2) (Linux 3.19)"
 	}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestHandOffCommand: the lean sbx hands `sbx serve ...` to the full one
+// in each form the CLI would run serve or its help, and nothing else.
+func TestHandOffCommand(t *testing.T) {
+	off := []string{"serve"}
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"sbx", "serve"}, "serve"},
+		{[]string{"sbx", "serve", "--listen", "127.0.0.1:0"}, "serve"},
+		{[]string{"sbx", "serve", "--help"}, "serve"},
+		{[]string{"sbx", "--help", "serve"}, "serve"},
+		{[]string{"sbx", "help", "serve"}, "serve"},
+		{[]string{"sbx", "h", "serve"}, "serve"},
+		{[]string{"/usr/local/bin/sbx", "serve"}, "serve"},
+		{[]string{"sbx", "exec", "serve"}, ""},
+		{[]string{"sbx", "exec", "--", "serve"}, ""},
+		{[]string{"sbx", "help", "exec"}, ""},
+		{[]string{"sbx", "help"}, ""},
+		{[]string{"sbx", "help", "help", "serve"}, ""},
+		{[]string{"sbx", "--", "serve"}, ""},
+		{[]string{"sbx", "--version"}, ""},
+		{[]string{"sbx"}, ""},
+		{nil, ""},
+		{[]string{"sbx", "__sbx_init"}, ""},
+	} {
+		if got := handOffCommand(tc.argv, off); got != tc.want {
+			t.Errorf("handOffCommand(%q) = %q, want %q", tc.argv, got, tc.want)
+		}
+	}
+	if got := handOffCommand([]string{"sbx", "serve"}, nil); got != "" {
+		t.Errorf("the full sbx hands %q off", got)
+	}
+}
+
+// TestHandedOffCommandsAreRegistered: every command the lean sbx hands
+// off is one `sbx --help` lists, in both builds (go test -tags sbx_lean
+// runs this against the lean CLI), and the full CLI hands nothing off.
+func TestHandedOffCommandsAreRegistered(t *testing.T) {
+	var names []string
+	for _, c := range newApp(nil).Commands {
+		names = append(names, c.Name)
+	}
+	for _, c := range handedOff {
+		if !slices.Contains(names, c) {
+			t.Errorf("%s is handed off but not a command of the CLI (%v)", c, names)
+		}
+	}
+	if build == buildFull && len(handedOff) > 0 {
+		t.Errorf("the full sbx hands %v off", handedOff)
+	}
+	if build == buildLean && !slices.Contains(handedOff, serveName) {
+		t.Errorf("the lean sbx does not hand %s off", serveName)
+	}
+}
