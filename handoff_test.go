@@ -1,7 +1,12 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -58,5 +63,49 @@ func TestHandedOffCommandsAreRegistered(t *testing.T) {
 	}
 	if build == buildLean && !slices.Contains(handedOff, serveName) {
 		t.Errorf("the lean sbx does not hand %s off", serveName)
+	}
+}
+
+// leanForbidden are packages the lean sbx must not link: what only `sbx
+// serve` uses, whose package inits and pages every `sbx exec` paid
+// before (internal/fullbin). Each prefix matches a package path and its
+// subpackages.
+var leanForbidden = []string{
+	"github.com/sbx-sandbox/sbx/serve",
+	"github.com/prometheus/",
+	"google.golang.org/protobuf/",
+	"expvar",
+}
+
+// TestLeanBuildLeavesServeOut lists the packages of the lean build (go
+// list -deps -tags sbx_lean, the Makefile's tags) and fails on any of
+// leanForbidden, and on a list without urfave/cli (the check would see
+// nothing). tests/lean_test.go holds the built binary to the same rule.
+func TestLeanBuildLeavesServeOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command (-short)")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	for _, tags := range []string{"netgo,osusergo,urfave_cli_no_docs,sbx_precompiled,sbx_lean", "sbx_lean"} {
+		cmd := exec.Command(gobin, "list", "-deps", "-tags", tags, ".")
+		cmd.Env = append(os.Environ(), "GOFLAGS=")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps -tags %s .: %v", tags, err)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, "github.com/urfave/cli/v2") {
+			t.Fatalf("go list -deps -tags %s . lists no urfave/cli: %v", tags, deps)
+		}
+		for _, d := range deps {
+			for _, f := range leanForbidden {
+				if d == strings.TrimSuffix(f, "/") || strings.HasPrefix(d, strings.TrimSuffix(f, "/")+"/") {
+					t.Errorf("-tags %s: the lean sbx links %s", tags, d)
+				}
+			}
+		}
 	}
 }
