@@ -32,10 +32,20 @@ all: sbx
 # sandbox then starts that instead of all of sbx again (issue 13).
 INITBIN := internal/initbin/sbx-init.bin
 
+#
+# Then package main twice (internal/fullbin, the inverse layout): the full
+# sbx, every command, into internal/fullbin/sbx-full.bin, and the lean
+# sbx that is installed (-tags sbx_lean: no serve, no prometheus), which
+# embeds it and execs it from a sealed memfd for `sbx serve`. Both are
+# built with the same flags and version.
+FULLBIN := internal/fullbin/sbx-full.bin
+
 sbx: deps precompiled
 	CGO_ENABLED=0 $(GO) build -trimpath -tags netgo,osusergo,sbx_init_only -ldflags '-s -w' -o $(INITBIN).$$$$.tmp ./cmd/sbx-init && \
 		mv $(INITBIN).$$$$.tmp $(INITBIN)
-	$(GO) build -trimpath -tags $(TAGS),sbx_embedinit -ldflags '$(LDFLAGS)' -o $(OUT) .
+	$(GO) build -trimpath -tags $(TAGS),sbx_embedinit -ldflags '$(LDFLAGS)' -o $(FULLBIN).$$$$.tmp . && \
+		mv $(FULLBIN).$$$$.tmp $(FULLBIN)
+	$(GO) build -trimpath -tags $(TAGS),sbx_embedinit,sbx_lean,sbx_embedfull -ldflags '$(LDFLAGS)' -o $(OUT) .
 
 # precompiled: the built-in seccomp policies compiled once, with the
 # libseccomp this build links, into seccomp/precompiled_gen_$GOARCH.go
@@ -122,6 +132,8 @@ VMTESTS ?= TestHello|TestInitClonedWithoutFullFork|TestUserNSOwnedByRunUID|TestR
 # (--debug-timings), the proxy and the DNS stub, signals, the wall timer,
 # the report, the CPU poll, the denial server. GORACE halts sbx at the first
 # race, which fails the test. Dynamic: -race does not link statically.
+# It is the full sbx, not the lean one of make sbx: the races are in the
+# code both share (and serve's), not in which binary runs it.
 RACEDIR   ?= /var/tmp/sbx-race
 RACETESTS ?= TestHello|TestDebugTimingsShowEveryStep|TestNetworkCapsAndAbuse|TestEgressWithoutProxyVariables|TestWallTimeout|TestSignalsForwarded|TestOutputHardlinks|TestCPUTimeIsTotal|TestDenialFloodDoesNotHang|TestServeStreamAndAdmission|TestServeDrain
 race-integration: deps precompiled
@@ -202,4 +214,4 @@ image-data: sbx
 	./$(OUT) image import --name sbx-data $(DATA_OUT)
 
 clean:
-	rm -rf sbx build internal/initbin/sbx-init.bin seccomp/precompiled_gen_*.go
+	rm -rf sbx build internal/initbin/sbx-init.bin internal/fullbin/sbx-full.bin seccomp/precompiled_gen_*.go

@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/doctor"
 	"github.com/sbx-sandbox/sbx/engine"
+	"github.com/sbx-sandbox/sbx/internal/fullbin"
 	"github.com/sbx-sandbox/sbx/internal/initbin"
 	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/nsjail"
@@ -111,6 +112,7 @@ func runDoctor(img string) *doctorReport {
 		{Name: "seccomp", Run: seccompCheck},
 		{Name: "pidfd", Run: doctor.Pidfd},
 		{Name: "Landlock", Run: func() doctor.Check { return doctor.Landlock(nsjail.LandlockABI()) }},
+		{Name: "sbx binary", Run: sbxBinaryCheck},
 		{Name: "init binary", Run: func() doctor.Check {
 			e := initbin.Get()
 			return doctor.InitBinary(initbin.Embedded(), e.Kind == initbin.KindMemfd, e.Describe(), e.Probe())
@@ -120,6 +122,24 @@ func runDoctor(img string) *doctorReport {
 	}
 	out.Report = doctor.Run(probes)
 	return out
+}
+
+// sbxBinaryCheck: which build runs, and, for the lean sbx, a real
+// hand-off of `sbx serve --help` to the full one.
+func sbxBinaryCheck() doctor.Check {
+	var size int64
+	if fi, err := os.Stat("/proc/self/exe"); err == nil {
+		size = fi.Size()
+	}
+	var err error
+	if build == buildLean {
+		err = fullbin.Probe([]string{serveName, "--help"}, serveUsage)
+		// The child's message, without what the check's line says.
+		if prefix := handOffFailed(serveName, errors.New("")); err != nil && strings.HasPrefix(err.Error(), prefix) {
+			err = errors.New(strings.TrimPrefix(err.Error(), prefix))
+		}
+	}
+	return doctor.SbxBinary(build == buildLean, size, int64(fullbin.Size()), err)
 }
 
 // seccompCheck: the kernel's support, then both built-in policies compile.

@@ -40,6 +40,7 @@ func main() {
 	if nsjail.IsInit() {
 		nsjail.Init()
 	}
+	handOff(os.Args) // sbx serve: the lean sbx execs the full one (internal/fullbin)
 	t0 := nsjail.MonotonicNS()
 	initbin.PrepareForExec(os.Args) // the init's memfd, beside the CLI (issue 13)
 	os.Exit(runWith(os.Args, deps{t0: t0, seccompRules: policyRules}))

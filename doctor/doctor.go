@@ -253,3 +253,22 @@ func InitBinary(embedded, memfd bool, describe string, execErr error) Check {
 	}
 	return Check{Status: Info, Detail: describe + " (a plain go build; make sbx embeds it)"}
 }
+
+// SbxBinary says which of make sbx's two builds runs (internal/fullbin)
+// and, for the lean sbx, whether it can hand `sbx serve` to the full sbx
+// it embeds here. lean: this is the lean sbx; size: its file's size;
+// fullSize: the embedded full sbx's; handOffErr: what a real hand-off
+// gave (fullbin.Probe). A failed hand-off warns: `sbx exec` and every
+// other command of the lean sbx work, `sbx serve` does not.
+func SbxBinary(lean bool, size, fullSize int64, handOffErr error) Check {
+	mb := func(n int64) float64 { return float64(n) / (1 << 20) }
+	if !lean {
+		return Check{Status: OK, Detail: fmt.Sprintf("the full sbx (%.1f MB): every command in this binary", mb(size))}
+	}
+	d := fmt.Sprintf("the lean sbx (%.1f MB, without serve); sbx serve runs the full sbx (%.1f MB) it embeds, from a sealed memfd", mb(size), mb(fullSize))
+	if handOffErr != nil {
+		return Check{Status: Warn, Detail: d + ", which fails here: " + handOffErr.Error(),
+			Fix: "allow exec from memfds (sysctl vm.memfd_noexec=0 or 1; an LSM policy), or run sbx serve from the full sbx that make sbx builds (internal/fullbin/sbx-full.bin)"}
+	}
+	return Check{Status: OK, Detail: d + ": it starts here"}
+}

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -25,5 +26,20 @@ func TestInitBinary(t *testing.T) {
 				t.Errorf("InitBinary = %+v, want status %s", c, tc.want)
 			}
 		})
+	}
+}
+
+// TestSbxBinary: the lean sbx whose hand-off fails warns (sbx serve
+// cannot run; the rest can), and says why; otherwise OK.
+func TestSbxBinary(t *testing.T) {
+	if c := SbxBinary(false, 20<<20, 0, nil); c.Status != OK || !strings.Contains(c.Detail, "the full sbx") {
+		t.Errorf("full = %+v", c)
+	}
+	if c := SbxBinary(true, 36<<20, 20<<20, nil); c.Status != OK || !strings.Contains(c.Detail, "the lean sbx (36.0 MB") || !strings.Contains(c.Detail, "full sbx (20.0 MB)") {
+		t.Errorf("lean = %+v", c)
+	}
+	c := SbxBinary(true, 36<<20, 20<<20, errors.New("memfd_create: EPERM"))
+	if c.Status != Warn || !strings.Contains(c.Detail, "fails here: memfd_create: EPERM") || c.Fix == "" {
+		t.Errorf("lean, hand-off refused = %+v", c)
 	}
 }

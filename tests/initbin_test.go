@@ -123,9 +123,10 @@ func tryWrite(path string) error {
 	return nil
 }
 
-// sbxProcess is pid, or the descendant of it, that runs sbxBin: setpriv
-// execs sbx (the same pid), SBX_TEST_WRAP's script (make vmtest) forks
-// it.
+// sbxProcess is pid, or the descendant of it, that runs sbxBin, or the
+// full sbx that the lean sbxBin handed `sbx serve` to (the same process,
+// exec'd from a memfd: lean_test.go): setpriv execs sbx (the same pid),
+// SBX_TEST_WRAP's script (make vmtest) forks it.
 func sbxProcess(t *testing.T, pid int) int {
 	t.Helper()
 	want, err := os.Stat(sbxBin)
@@ -133,7 +134,11 @@ func sbxProcess(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	for q := []int{pid}; len(q) > 0; q = q[1:] {
-		if st, err := os.Stat(fmt.Sprintf("/proc/%d/exe", q[0])); err == nil && os.SameFile(st, want) {
+		exe := fmt.Sprintf("/proc/%d/exe", q[0])
+		if st, err := os.Stat(exe); err == nil && os.SameFile(st, want) {
+			return q[0]
+		}
+		if l, _ := os.Readlink(exe); l == fullMemfdExe {
 			return q[0]
 		}
 		q = append(q, children(q[0])...)

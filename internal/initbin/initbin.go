@@ -150,21 +150,52 @@ var (
 )
 
 func makeMemfd() {
+	m, err := SealedCopy("sbx-init", image)
+	if err != nil {
+		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error(), CopyWhy: m.CopyWhy}
+		return
+	}
+	dropPages(image)
+	memfd = Exe{Kind: KindMemfd, Path: m.Path, Size: len(image), Copy: m.Copy, CopyWhy: m.CopyWhy, Started: startedAt, SealedNS: monotonicNS()}
+}
+
+// Memfd is an image embedded in this executable, copied into a sealed
+// memfd by SealedCopy.
+type Memfd struct {
+	// FD is the memfd: close-on-exec, numbered fdFloor or above.
+	FD int
+	// Path is /proc/self/fd/FD, what execve(2) gets.
+	Path string
+	// Copy says how the memfd was filled; CopyWhy why the sendfile from
+	// /proc/self/exe failed, where it did (also when the write failed
+	// too and SealedCopy returns an error).
+	Copy    Copy
+	CopyWhy string
+}
+
+// SealedCopy copies img, bytes this executable embeds (a go:embed
+// variable, so that they lie in its file: selfcopy.go), into a fresh
+// memfd named name, and seals it (see the package comment and seals):
+// by sendfile(2) from /proc/self/exe, else by write(2) from img. Both
+// embedded images are copied here: sbx-init for every sandbox's init
+// (Get), and the full sbx, which the lean sbx hands its other commands
+// to (internal/fullbin). A build run from a memfd itself (the full sbx
+// exec'd by the lean one) copies from that memfd: /proc/self/exe is then
+// the sealed memfd, which holds this executable as well.
+func SealedCopy(name string, img []byte) (Memfd, error) {
 	how, why := CopySendfile, ""
-	fd, err := sealedMemfdFilled("sbx-init", image, copyFromSelf)
+	fd, err := sealedMemfdFilled(name, img, copyFromSelf)
 	if err != nil {
 		// Not a failure: the image's own bytes are as good, only
 		// dearer to copy (an unreadable binary, mode 0111; a packed one).
 		// The reason is kept: --debug-timings shows it beside the copy.
 		how, why = CopyWrite, err.Error()
-		fd, err = sealedMemfd("sbx-init", image)
+		fd, err = sealedMemfd(name, img)
 	}
 	if err != nil {
-		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error(), CopyWhy: why}
-		return
+		return Memfd{FD: -1, CopyWhy: why}, err
 	}
-	dropPages(image)
-	memfd = Exe{Kind: KindMemfd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Size: len(image), Copy: how, CopyWhy: why, Started: startedAt, SealedNS: monotonicNS()}
+	return Memfd{FD: fd, Path: fmt.Sprintf("/proc/self/fd/%d", fd), Copy: how, CopyWhy: why}, nil
 }
 
 func monotonicNS() int64 {
