@@ -126,7 +126,7 @@ bench: sbx
 # are built here; the VM shares them and the checkout read-only.
 VMTEST  ?= $(firstword $(wildcard $(CURDIR)/../shared/vmtest/run-in-vm.sh /work/shared/vmtest/run-in-vm.sh))
 VMDIR   ?= /var/tmp/sbx-vmtest
-VMTESTS ?= TestHello|TestInitClonedWithoutFullFork|TestUserNSOwnedByRunUID|TestResultContract|TestIsolation|TestMemoryLimit|TestForkBombContained|TestCPUTimeLimit|TestCPUTimeIsTotal|TestCPUTimeCountsShortLived|TestCPUTimeCountsThreadForks|TestCPUTimeCountsUnwaitedChildren|TestPidsRlimitPerSandbox|TestWallTimeout|TestCPUQuota|TestDoctorTellsTheTruth|TestRequireCgroup|TestLayersAndDegradedWarning|TestZZNothingLeftBehind
+VMTESTS ?= TestHello|TestInitClonedWithoutFullFork|TestUserNSOwnedByRunUID|TestResultContract|TestIsolation|TestMemoryLimit|TestForkBombContained|TestCPUTimeLimit|TestCPUTimeIsTotal|TestCPUTimeCountsShortLived|TestCPUTimeCountsThreadForks|TestCPUTimeCountsUnwaitedChildren|TestPidsRlimitPerSandbox|TestWallTimeout|TestCPUQuota|TestDoctorTellsTheTruth|TestRequireCgroup|TestLayersAndDegradedWarning|TestSandboxDropsRealtimeScheduling|TestZZNothingLeftBehind
 # race-integration: a race-built sbx (supervisor and init alike) through
 # the integration tests that drive its goroutines hardest: the timeline
 # (--debug-timings), the proxy and the DNS stub, signals, the wall timer,

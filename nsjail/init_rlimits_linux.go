@@ -108,6 +108,8 @@ var rlimitResources = map[string]int{
 	"RLIMIT_MEMLOCK":    unix.RLIMIT_MEMLOCK,
 	"RLIMIT_MSGQUEUE":   unix.RLIMIT_MSGQUEUE,
 	"RLIMIT_SIGPENDING": unix.RLIMIT_SIGPENDING,
+	"RLIMIT_NICE":       unix.RLIMIT_NICE,
+	"RLIMIT_RTPRIO":     unix.RLIMIT_RTPRIO,
 }
 
 // setRlimits applies the Spec's rlimits to the init; the payload inherits

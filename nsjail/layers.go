@@ -16,7 +16,7 @@ func (s *supervisor) fillLayers(exit *StatusMsg) {
 	l := map[string]Layer{
 		"namespaces": {State: LayerOn, Detail: "user, mount, pid, net, ipc, uts and cgroup namespaces of its own; pid 1 is " + s.initExe.Describe()},
 		"identity":   {State: LayerOn, Detail: fmt.Sprintf("uid %d inside, host uid %d (never host root)", spec.UID, uid)},
-		"privileges": {State: LayerOn, Detail: "every capability set empty, no_new_privs, securebits locked, no nested user namespaces"},
+		"privileges": {State: LayerOn, Detail: "every capability set empty, no_new_privs, securebits locked, no nested user namespaces, no real-time scheduling"},
 		"filesystem": {State: LayerOn, Detail: "read-only root after pivot_root; tmpfs workspace and /tmp; minimal /dev; nothing of the host writable"},
 	}
 	if spec.Proxy {

@@ -356,6 +356,11 @@ func (s *supervisor) start(ctx context.Context) error {
 			started <- err
 			return true
 		}
+		// Before the cgroup: a real-time thread could not join it.
+		if err := resetSchedOnFork(); err != nil {
+			started <- fmt.Errorf("keep the caller's scheduling priority from the sandbox: %w", err)
+			return true
+		}
 		// cgroup v1: the thread clones the init from inside its cgroup
 		// (joinCgroupForClone), and is out again before anything else.
 		m, err := s.joinCgroupForClone()

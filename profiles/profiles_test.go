@@ -750,7 +750,10 @@ func TestSpec(t *testing.T) {
 	}
 	// RLIMIT_CORE 1, not 0: the only value that stops a piped
 	// core_pattern helper (core(5)).
-	want := map[string]uint64{"RLIMIT_CORE": 1, "RLIMIT_NOFILE": 256, "RLIMIT_FSIZE": 64 << 20, "RLIMIT_SIGPENDING": 256, "RLIMIT_MSGQUEUE": 0}
+	// RLIMIT_NICE and RLIMIT_RTPRIO 0: no real-time policy, no negative
+	// nice value (nsjail.resetSchedOnFork).
+	want := map[string]uint64{"RLIMIT_CORE": 1, "RLIMIT_NOFILE": 256, "RLIMIT_FSIZE": 64 << 20, "RLIMIT_SIGPENDING": 256, "RLIMIT_MSGQUEUE": 0,
+		"RLIMIT_NICE": 0, "RLIMIT_RTPRIO": 0}
 	for _, r := range s.Rlimits {
 		if v, ok := want[r.Resource]; !ok || r.Soft != v || r.Hard != v {
 			t.Errorf("rlimit %+v, want soft = hard = %d", r, v)

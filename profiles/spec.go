@@ -84,6 +84,15 @@ func (p *Profile) Spec(id string, extraEnv []string) (spec.Spec, error) {
 			// drain it.
 			{Resource: "RLIMIT_SIGPENDING", Soft: uint64(l.Sigpending), Hard: uint64(l.Sigpending)},
 			{Resource: "RLIMIT_MSGQUEUE", Soft: uint64(l.Msgqueue), Hard: uint64(l.Msgqueue)},
+			// No real-time policy and no nice value below 0 for the
+			// payload, whatever its caller's limits allow: sched(7)
+			// lets an unprivileged process take SCHED_FIFO/RR up to its
+			// RLIMIT_RTPRIO and lower its nice value down to 20 minus
+			// its RLIMIT_NICE, and a real-time payload escapes the CPU
+			// limits (nsjail.resetSchedOnFork). 0 allows neither;
+			// raising them back needs CAP_SYS_RESOURCE (setrlimit(2)).
+			{Resource: "RLIMIT_NICE", Soft: 0, Hard: 0},
+			{Resource: "RLIMIT_RTPRIO", Soft: 0, Hard: 0},
 		},
 	}, nil
 }

@@ -83,7 +83,7 @@ type Rlimit struct {
 var rlimitNames = []string{
 	"RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_DATA", "RLIMIT_STACK", "RLIMIT_CORE",
 	"RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_MEMLOCK", "RLIMIT_AS",
-	"RLIMIT_SIGPENDING", "RLIMIT_MSGQUEUE",
+	"RLIMIT_SIGPENDING", "RLIMIT_MSGQUEUE", "RLIMIT_NICE", "RLIMIT_RTPRIO",
 }
 
 // RlimitNames lists the rlimit resources a Spec may set.
