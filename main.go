@@ -263,6 +263,11 @@ func execCommand(rawArgs []string, t0 int64) *cli.Command {
 // engine.Run runs it, and the Result is printed or streamed.
 func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 	marks := []nsjail.Mark{{Name: "sbx: flags parsed", NS: nsjail.MonotonicNS()}}
+	if ns := nsjail.ConstructorNS(); ns > 0 && ns <= t0 {
+		// The timeline starts before main: what lies between is Go's
+		// runtime start and the package inits ("process started (main)").
+		marks = append(marks, nsjail.Mark{Name: "sbx: C constructors ran (after libc's start, before Go's runtime)", NS: ns})
+	}
 	id := newRunID()
 	asJSON := c.Bool("json")
 	// The audit log opens first: every run after this point is recorded,

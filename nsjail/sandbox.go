@@ -243,7 +243,7 @@ func newSupervisor(job *Job) *supervisor {
 	s.tl.on.Store(job.Timings != nil)
 	s.timings = job.Timings
 	if job.T0 != 0 {
-		s.tl.marks = append(s.tl.marks, Mark{"sbx: process started (main)", job.T0})
+		s.tl.marks = append(s.tl.marks, Mark{"sbx: main started (Go's runtime and package inits done)", job.T0})
 	}
 	s.tl.add(job.Marks)
 	if job.Spec.Outputs == (OutputSpec{}) {

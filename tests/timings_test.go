@@ -22,7 +22,7 @@ func TestDebugTimingsShowEveryStep(t *testing.T) {
 		}
 		var steps []string
 		for _, line := range strings.Split(out.stderr, "\n") {
-			if f := strings.Fields(line); len(f) > 3 && f[0] == "[sbx:timings]" {
+			if f := strings.Fields(line); len(f) > 3 && f[0] == "[sbx:timings]" && f[1] != "at" { // not the header
 				steps = append(steps, strings.Join(f[3:], " "))
 			}
 		}
@@ -34,6 +34,12 @@ func TestDebugTimingsShowEveryStep(t *testing.T) {
 			}
 			t.Errorf("no step %q in the timeline:\n%s", step, out.stderr)
 			return -1
+		}
+		// The timeline starts before main: at the C constructors, once the
+		// static glibc has started; main's step is Go's runtime and the
+		// package inits.
+		if a, b := at("sbx: C constructors ran (after libc's start, before Go's runtime)"), at("sbx: main started (Go's runtime and package inits done)"); a != 0 || b != 1 {
+			t.Errorf("the timeline starts with steps %d and %d, want the constructors' (0) and main's (1):\n%s", a, b, out.stderr)
 		}
 		order := []string{"init: read spec", "init: pivot_root", "init: mask /proc", "init: read confine", "init: set no_new_privs", "init: load seccomp filter", "init: read payload", "init: write inputs", "init: fork+exec payload"}
 		for i := 1; i < len(order); i++ {
