@@ -84,26 +84,40 @@ func (m *ctlMsg) check() error {
 
 // encodeCtl is the one encoder of the control pipe: m as one line, within
 // its kind's frame; a Confine's line is followed by its programs' frame.
+//
+// The message is built in one buffer: the line is encoded into it (the
+// Encoder adds the newline json.Marshal would need a second copy for) and
+// the programs are appended once, not first joined into a frame of their
+// own (issue 13: each copy of the ~16 KB of programs faults in fresh heap
+// pages of a supervisor that never collects).
 func encodeCtl(m ctlMsg) ([]byte, error) {
 	if err := m.check(); err != nil {
 		return nil, err
 	}
-	var programs []byte
+	var programs [][]byte
 	if m.Kind == ctlConfine {
-		c, frame, err := m.Confine.splitPrograms()
+		c, progs, err := m.Confine.splitPrograms()
 		if err != nil {
 			return nil, fmt.Errorf("encode %s message: %w", m.Kind, err)
 		}
-		m.Confine, programs = c, frame
+		m.Confine, programs = c, progs
 	}
-	b, err := encodeLine(m)
-	if err != nil {
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(m); err != nil {
 		return nil, fmt.Errorf("encode %s message: %w", m.Kind, err)
 	}
-	if max := maxCtlFrame[m.Kind]; len(b)-1 > max {
-		return nil, fmt.Errorf("%s message of %d bytes, more than the control pipe's %d", m.Kind, len(b)-1, max)
+	if max := maxCtlFrame[m.Kind]; b.Len()-1 > max {
+		return nil, fmt.Errorf("%s message of %d bytes, more than the control pipe's %d", m.Kind, b.Len()-1, max)
 	}
-	return append(b, programs...), nil
+	if len(programs) == 0 {
+		return b.Bytes(), nil
+	}
+	out := make([]byte, 0, b.Len()+len(programs[0])+len(programs[1]))
+	out = append(out, b.Bytes()...)
+	for _, p := range programs {
+		out = append(out, p...)
+	}
+	return out, nil
 }
 
 // decodeCtl decodes one control line strictly (decodeStrict) and checks
@@ -166,8 +180,9 @@ func (c *Confine) checkFrame() error {
 }
 
 // splitPrograms is c as its line carries it, without the programs, and
-// the frame that follows the line: the programs, back to back.
-func (c *Confine) splitPrograms() (*Confine, []byte, error) {
+// the programs that follow the line, in their order there (the filter,
+// then the fallback, back to back); nil without a filter.
+func (c *Confine) splitPrograms() (*Confine, [][]byte, error) {
 	out := *c
 	out.BPFBytes, out.FallbackBytes = 0, 0
 	if c.Seccomp == nil {
@@ -176,12 +191,12 @@ func (c *Confine) splitPrograms() (*Confine, []byte, error) {
 	f := *c.Seccomp
 	out.Seccomp = &f
 	out.BPFBytes, out.FallbackBytes = len(f.BPF), len(f.Fallback)
-	frame := append(append(make([]byte, 0, len(f.BPF)+len(f.Fallback)), f.BPF...), f.Fallback...)
+	programs := [][]byte{f.BPF, f.Fallback}
 	f.BPF, f.Fallback = nil, nil
 	if err := out.checkFrame(); err != nil {
 		return nil, nil, err
 	}
-	return &out, frame, nil
+	return &out, programs, nil
 }
 
 // readPrograms reads the programs' frame that follows c's line (checked
