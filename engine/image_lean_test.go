@@ -4,8 +4,10 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sbx-sandbox/sbx/profiles"
@@ -53,4 +55,32 @@ func TestLeanBuildNeedsTheFullSbx(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLeanBuildRefusesAPipedImageProfile: a profile on an image read from
+// a pipe (`--profile <(...)`) cannot be handed off, since the full sbx
+// would read the pipe again and find it empty (a run on the defaults,
+// without the image): Build says so instead of a *NeedsFullError. Without
+// an image, the pipe is read once and runs here.
+func TestLeanBuildRefusesAPipedImageProfile(t *testing.T) {
+	piped := func(text string) string {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		w.WriteString(text)
+		w.Close()
+		return fmt.Sprintf("/proc/self/fd/%d", r.Fd())
+	}
+	cfg, err := Build("id1", Request{Profile: piped("extends = \"strict\"\nimage = \"mine\"\n")})
+	var nf *NeedsFullError
+	if cfg != nil || err == nil || errors.As(err, &nf) || !strings.Contains(err.Error(), "is not a regular file (a pipe)") {
+		t.Fatalf("Build of a piped profile on an image: %v, %v; want the error that says it cannot be handed off", cfg, err)
+	}
+	cfg, err = Build("id1", Request{Profile: piped("extends = \"strict\"\n")})
+	if err != nil || cfg.Image != nil {
+		t.Fatalf("Build of a piped profile without an image: %v, %+v", err, cfg)
+	}
+	cfg.Close()
 }

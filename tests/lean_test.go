@@ -183,6 +183,8 @@ func TestLeanServeRunsFromSealedMemfd(t *testing.T) {
 // -`), `sbx repl` on an image profile. The exec runs in the same process,
 // now /memfd:sbx, and its payload gets the stdin the caller gave; a run
 // that needs no image, by flag or by profile file, stays in the lean sbx.
+// A profile on an image read from a pipe, which the full sbx could not
+// read again, is refused.
 func TestLeanHandsImageRunsOff(t *testing.T) {
 	reg := startRegistry(t)
 	ref, digest := reg.push(t, "t/lean-python:v1", buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin"}, hostPythonLayer(t)))
@@ -261,6 +263,30 @@ print(where, sys.stdin.read(), flush=True)`
 		}
 		if err := json.Unmarshal([]byte(out.stdout), &res); err != nil || res.Status != "ok" || res.Stdout != "image\n" || res.Image.Digest != digest {
 			t.Errorf("sbx exec --image REF - (the script on stdin): %v %+v\n%s", err, res, out.stderr)
+		}
+		// A profile on an image given as a pipe (`--profile <(...)`):
+		// the full sbx would read it again and find it empty, and run on
+		// the defaults without the image. Refused, saying why.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The runner's own pipe, as a shell of its would make: open(2) of
+		// /dev/fd/3 checks the pipe's owner and mode.
+		if err := pr.Chown(r.uid, r.uid); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(pw, "extends = \"strict\"\nimage = %q\n", ref)
+		pw.Close()
+		cmd := r.command("exec", "--json", "--profile", "/dev/fd/3", "--", "/bin/true")
+		cmd.ExtraFiles = []*os.File{pr}
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err = cmd.Run()
+		pr.Close()
+		var piped struct{ Status, Message string }
+		if json.Unmarshal(so.Bytes(), &piped); err == nil || piped.Status != "setup_error" || !strings.Contains(piped.Message, "profile /dev/fd/3 is not a regular file (a pipe)") {
+			t.Errorf("sbx exec --profile /dev/fd/3 (a pipe, on an image): %v, Result %+v, want a setup_error saying the pipe cannot be read again\n%s", err, piped, se.String())
 		}
 		// sbx repl on an image profile: the session is the full sbx's.
 		out = r.exec(t, "import sbx_image_marker\nsbx_image_marker.WHERE\n", "repl", "--profile", onImage)
