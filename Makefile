@@ -35,9 +35,10 @@ INITBIN := internal/initbin/sbx-init.bin
 #
 # Then package main twice (internal/fullbin, the inverse layout): the full
 # sbx, every command, into internal/fullbin/sbx-full.bin, and the lean
-# sbx that is installed (-tags sbx_lean: no serve, no prometheus), which
-# embeds it and execs it from a sealed memfd for `sbx serve`. Both are
-# built with the same flags and version.
+# sbx that is installed (-tags sbx_lean: no serve, no prometheus, no
+# image support), which embeds it and execs it from a sealed memfd for
+# `sbx serve`, `sbx image` and a run on an image. Both are built with the
+# same flags and version.
 FULLBIN := internal/fullbin/sbx-full.bin
 
 sbx: deps precompiled
@@ -83,6 +84,8 @@ vet:
 unit: deps precompiled
 	@echo "make: unit: go test -race -tags sbx_precompiled ./... (every package's unit tests, as $$(id -un))"
 	$(GO) test -race -tags sbx_precompiled ./...
+	@echo "make: unit: the lean build's hand-offs (go test -tags sbx_lean; the other tests are the full build's)"
+	$(GO) test -tags sbx_precompiled,sbx_lean -run '^(TestHandOff|TestHandedOff|TestLeanBuild)' . ./engine
 
 # Integration tests build ./sbx and run real payloads from testdata/, as
 # root and as uid 65534 (setpriv). RUN='TestA|TestB' runs only those.

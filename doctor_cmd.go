@@ -63,6 +63,11 @@ func doctorCommand() *cli.Command {
 				}
 				return nil
 			}
+			if c.String("image") != "" && !engine.ImageSupport {
+				// The trial sandbox on an image: the full sbx makes the
+				// whole report, as it would for sbx doctor alone.
+				return handOffNow("doctor --image")
+			}
 			rep := runDoctor(c.String("image"))
 			if c.Bool("json") {
 				printJSON(rep)

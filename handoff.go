@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/internal/fullbin"
 	"github.com/sbx-sandbox/sbx/nsjail"
 )
@@ -37,9 +41,30 @@ func handOff(argv []string) {
 	os.Exit(nsjail.ExitSbxFailed)
 }
 
-// handOffFailed is the message of a failed hand-off of cmd.
-func handOffFailed(cmd string, err error) string {
-	return fmt.Sprintf("sbx %s is run by the full sbx, which this lean sbx embeds, and it could not be started: %v", cmd, err)
+// handOffFailed is the message of a failed hand-off of what: a command
+// ("serve"), or what of one only the full sbx does ("exec on an image").
+func handOffFailed(what string, err error) string {
+	return fmt.Sprintf("sbx %s is run by the full sbx, which this lean sbx embeds, and it could not be started: %v", what, err)
+}
+
+// handOffNow is handOff from a command's action: the full sbx gets
+// os.Args as they are. It returns only on failure, with the exit error.
+func handOffNow(what string) error {
+	return cli.Exit(handOffError(what), nsjail.ExitSbxFailed)
+}
+
+// handOffError execs the full sbx with os.Args and the environment, as
+// handOffNow; it returns only on failure, with handOffFailed's message.
+func handOffError(what string) error {
+	return errors.New(handOffFailed(what, fullbin.Exec(os.Args, os.Environ())))
+}
+
+// needsFull tells whether err is the lean engine's: the command's
+// profile names an image, which only the full sbx runs
+// (engine/image_lean.go). The full engine never returns it.
+func needsFull(err error) bool {
+	var nf *engine.NeedsFullError
+	return errors.As(err, &nf)
 }
 
 // handOffCommand is the command of argv that is among handedOff, or "":

@@ -10,10 +10,11 @@ import (
 	"testing"
 )
 
-// TestHandOffCommand: the lean sbx hands `sbx serve ...` to the full one
-// in each form the CLI would run serve or its help, and nothing else.
+// TestHandOffCommand: the lean sbx hands `sbx serve ...` and `sbx image
+// ...` to the full one in each form the CLI would run them or their
+// help, and nothing else.
 func TestHandOffCommand(t *testing.T) {
-	off := []string{"serve"}
+	off := []string{"serve", "image"}
 	for _, tc := range []struct {
 		argv []string
 		want string
@@ -35,6 +36,14 @@ func TestHandOffCommand(t *testing.T) {
 		{[]string{"sbx"}, ""},
 		{nil, ""},
 		{[]string{"sbx", "__sbx_init"}, ""},
+		{[]string{"sbx", "image", "pull", "python:3.11-slim"}, "image"},
+		{[]string{"sbx", "image", "--help"}, "image"},
+		{[]string{"sbx", "help", "image"}, "image"},
+		{[]string{"sbx", "image"}, "image"},
+		// exec --image is handed off once its profile is known
+		// (execAction), never from argv.
+		{[]string{"sbx", "exec", "--image", "python:3.11-slim", "-c", "pass"}, ""},
+		{[]string{"sbx", "exec", "image"}, ""},
 	} {
 		if got := handOffCommand(tc.argv, off); got != tc.want {
 			t.Errorf("handOffCommand(%q) = %q, want %q", tc.argv, got, tc.want)
@@ -61,20 +70,27 @@ func TestHandedOffCommandsAreRegistered(t *testing.T) {
 	if build == buildFull && len(handedOff) > 0 {
 		t.Errorf("the full sbx hands %v off", handedOff)
 	}
-	if build == buildLean && !slices.Contains(handedOff, serveName) {
-		t.Errorf("the lean sbx does not hand %s off", serveName)
+	for _, c := range []string{serveName, imageName} {
+		if build == buildLean && !slices.Contains(handedOff, c) {
+			t.Errorf("the lean sbx does not hand %s off", c)
+		}
 	}
 }
 
 // leanForbidden are packages the lean sbx must not link: what only `sbx
-// serve` uses, whose package inits and pages every `sbx exec` paid
-// before (internal/fullbin). Each prefix matches a package path and its
-// subpackages.
+// serve` and images use, whose package inits and pages every `sbx exec`
+// paid before (internal/fullbin, engine/image_lean.go). Each prefix
+// matches a package path and its subpackages.
 var leanForbidden = []string{
 	"github.com/sbx-sandbox/sbx/serve",
 	"github.com/prometheus/",
 	"google.golang.org/protobuf/",
 	"expvar",
+	"github.com/sbx-sandbox/sbx/image",
+	"github.com/google/go-containerregistry/",
+	"github.com/opencontainers/",
+	"github.com/klauspost/compress/",
+	"github.com/docker/",
 }
 
 // TestLeanBuildLeavesServeOut lists the packages of the lean build (go

@@ -1,4 +1,9 @@
+//go:build !sbx_lean
+
 package main
+
+// `sbx image`, in the full sbx only: the lean sbx hands it off
+// (image_lean.go), as it does `sbx serve`.
 
 import (
 	"context"
@@ -13,7 +18,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/image"
@@ -36,11 +40,9 @@ func imageCommand() *cli.Command {
 		return openStoreOrExit()
 	}
 	return &cli.Command{
-		Name:  "image",
-		Usage: "pull, import, list and remove the OCI images a run may use as its root",
-		Description: "Images live unpacked, once per image, in a content-addressed store: /var/lib/sbx\n" +
-			"as root, $XDG_DATA_HOME/sbx (~/.local/share/sbx) otherwise, SBX_HOME if set.\n" +
-			"Run on one with 'sbx exec --image NAME task.py' or image = \"NAME\" in a profile.",
+		Name:         imageName,
+		Usage:        imageUsage,
+		Description:  imageDescription,
 		OnUsageError: usageError,
 		Subcommands: []*cli.Command{
 			{
@@ -218,18 +220,6 @@ func shortID(id string) string {
 	return h
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1fK", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%dB", n)
-}
-
 // pull fetches ref, with a progress bar when stderr is a terminal and
 // quiet is not set. SIGINT cancels it; what was half-unpacked stays in
 // the store's tmp/, invisible, until the next pull or prune.
@@ -239,55 +229,4 @@ func pull(s *image.Store, ref string, quiet bool) (*image.Meta, error) {
 	bar := newProgressBar(ref, quiet)
 	defer bar.done()
 	return engine.Pull(ctx, s, ref, bar.progress())
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// newProgressBar is a bar for a pull of ref when stderr is a terminal and
-// quiet is not set; else nil, which image.Store.Pull takes as quiet (pass
-// it on as progress(): a nil *progressBar in an image.Progress is not nil).
-func newProgressBar(ref string, quiet bool) *progressBar {
-	if quiet || !isTerminal(os.Stderr) {
-		return nil
-	}
-	if ref == "" {
-		ref = "the profile's image"
-	}
-	return &progressBar{ref: ref}
-}
-
-// progress is b as an image.Progress: nil (quiet) when b is nil.
-func (b *progressBar) progress() image.Progress {
-	if b == nil {
-		return nil
-	}
-	return b
-}
-
-// progressBar redraws one stderr line, at most ten times a second.
-type progressBar struct {
-	ref  string
-	last time.Time
-	any  bool
-}
-
-func (b *progressBar) Update(done, total int64) {
-	if now := time.Now(); now.Sub(b.last) >= 100*time.Millisecond || done == total {
-		b.last, b.any = now, true
-		const width = 30
-		fill := 0
-		if total > 0 {
-			fill = int(min(done, total) * width / total)
-		}
-		fmt.Fprintf(os.Stderr, "\rpulling %s [%s%s] %s/%s ", b.ref, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), humanBytes(done), humanBytes(total))
-	}
-}
-
-func (b *progressBar) done() {
-	if b != nil && b.any {
-		fmt.Fprintln(os.Stderr)
-	}
 }

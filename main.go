@@ -270,8 +270,29 @@ func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 	}
 	id := newRunID()
 	asJSON := c.Bool("json")
-	// The audit log opens first: every run after this point is recorded,
-	// one that fails before its sandbox exists included.
+	bar := newProgressBar(c.String("image"), asJSON || jsonRequested(rawArgs))
+	cfg, err := engine.Build(id, engine.Request{
+		Profile:     c.String("profile"),
+		Flags:       flagValues(c),
+		Resolve:     c.StringSlice("resolve"),
+		ResolveFlag: "--resolve",
+		// An image pulled on first use draws its bar on a terminal,
+		// never under --json.
+		PullProgress: bar.progress(),
+	})
+	bar.done()
+	defer cfg.Close()
+	if needsFull(err) {
+		// The lean sbx runs no image: the full sbx it embeds runs this
+		// exec, from the same argv. Nothing has read stdin (a script
+		// given as -), opened the audit log or written anything yet;
+		// it returns only if the hand-off failed, and that is the
+		// run's setup error.
+		err = handOffError("exec on an image")
+	}
+	// The audit log opens next, before any error is acted on: every run
+	// after this point is recorded, one that fails before its sandbox
+	// exists included.
 	var log *audit.Log
 	var payload nsjail.Payload
 	fail := func(err error) error {
@@ -288,27 +309,15 @@ func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 		return cli.Exit(err.Error(), nsjail.ExitSbxFailed)
 	}
 	if path := c.String("audit-log"); path != "" {
-		var err error
-		if log, err = audit.Open(path); err != nil {
-			return fail(err)
+		var lerr error
+		if log, lerr = audit.Open(path); lerr != nil {
+			return fail(lerr)
 		}
 		defer log.Close()
 	}
-	bar := newProgressBar(c.String("image"), asJSON || jsonRequested(rawArgs))
-	cfg, err := engine.Build(id, engine.Request{
-		Profile:     c.String("profile"),
-		Flags:       flagValues(c),
-		Resolve:     c.StringSlice("resolve"),
-		ResolveFlag: "--resolve",
-		// An image pulled on first use draws its bar on a terminal,
-		// never under --json.
-		PullProgress: bar.progress(),
-	})
-	bar.done()
 	if err != nil {
 		return fail(err)
 	}
-	defer cfg.Close()
 	prof := cfg.Profile
 	var warnings []string
 	if dirs := c.Generic("input-dir").(*everyValue); len(*dirs) > 1 {

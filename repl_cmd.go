@@ -55,6 +55,11 @@ func replAction(c *cli.Context) error {
 	}
 	fail := func(err error) error { return cli.Exit("sbx repl: "+err.Error(), nsjail.ExitSbxFailed) }
 	cfg, err := engine.Build(newRunID(), engine.Request{Profile: c.String("profile")})
+	if needsFull(err) {
+		// A profile on an image: the full sbx runs the session, before
+		// anything here has read stdin (handoff.go).
+		return handOffNow("repl on an image")
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -2,26 +2,22 @@
 
 package main
 
-import (
-	"os"
-
-	"github.com/urfave/cli/v2"
-
-	"github.com/sbx-sandbox/sbx/internal/fullbin"
-	"github.com/sbx-sandbox/sbx/nsjail"
-)
+import "github.com/urfave/cli/v2"
 
 // The lean sbx (-tags sbx_lean, `make sbx`'s installed binary) leaves
 // serve_cmd.go and ops_cmd.go out, and with them package serve and
-// prometheus's client_golang (internal/fullbin says why). The commands
-// they define are registered here under the same name, usage and
-// description, so that `sbx --help` reads the same, and are run by the
-// full sbx: main hands them off before the CLI parses anything
-// (handOff), and these actions do it from wherever the CLI reached them
-// otherwise.
+// prometheus's client_golang (internal/fullbin says why), and
+// image_cmd.go with package image and go-containerregistry
+// (image_lean.go). The commands they define are registered here and in
+// image_lean.go under the same name, usage and description, so that `sbx
+// --help` reads the same, and are run by the full sbx: main hands them
+// off before the CLI parses anything (handOff), and these actions do it
+// from wherever the CLI reached them otherwise.
 
-// handedOff are the commands only the full sbx has.
-var handedOff = []string{serveName}
+// handedOff are the commands only the full sbx has. (A run on an image,
+// which only the full sbx can do, is known only once its profile is
+// loaded: execAction, replAction and doctor hand it off then.)
+var handedOff = []string{serveName, imageName}
 
 // build says which of the two sbx this is, for `sbx doctor`.
 const build = buildLean
@@ -40,9 +36,3 @@ func serveCommand() *cli.Command {
 
 // withOpsFlags: the full sbx adds them (ops_cmd.go).
 func withOpsFlags(cmd *cli.Command) *cli.Command { return cmd }
-
-// handOffNow is handOff from a command's action: the full sbx gets
-// os.Args as they are. It returns only on failure.
-func handOffNow(cmd string) error {
-	return cli.Exit(handOffFailed(cmd, fullbin.Exec(os.Args, os.Environ())), nsjail.ExitSbxFailed)
-}

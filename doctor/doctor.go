@@ -265,10 +265,10 @@ func SbxBinary(lean bool, size, fullSize int64, handOffErr error) Check {
 	if !lean {
 		return Check{Status: OK, Detail: fmt.Sprintf("the full sbx (%.1f MB): every command in this binary", mb(size))}
 	}
-	d := fmt.Sprintf("the lean sbx (%.1f MB, without serve); sbx serve runs the full sbx (%.1f MB) it embeds, from a sealed memfd", mb(size), mb(fullSize))
+	d := fmt.Sprintf("the lean sbx (%.1f MB, without serve and images); sbx serve, sbx image and the runs on an image run the full sbx (%.1f MB) it embeds, from a sealed memfd", mb(size), mb(fullSize))
 	if handOffErr != nil {
 		return Check{Status: Warn, Detail: d + ", which fails here: " + handOffErr.Error(),
-			Fix: "allow exec from memfds (sysctl vm.memfd_noexec=0 or 1; an LSM policy), or run sbx serve from the full sbx that make sbx builds (internal/fullbin/sbx-full.bin)"}
+			Fix: "allow exec from memfds (sysctl vm.memfd_noexec=0 or 1; an LSM policy), or run sbx serve and images from the full sbx that make sbx builds (internal/fullbin/sbx-full.bin)"}
 	}
 	return Check{Status: OK, Detail: d + ": it starts here"}
 }

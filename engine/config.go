@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/doctor"
-	"github.com/sbx-sandbox/sbx/image"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
 	"github.com/sbx-sandbox/sbx/seccomp"
@@ -41,7 +40,7 @@ type Request struct {
 	ResolveFlag string
 	// PullProgress is told how a pull of the profile's image on first use
 	// goes (sbx exec's progress bar); nil pulls quietly.
-	PullProgress image.Progress
+	PullProgress Progress
 }
 
 // Config is the effective configuration of one run, built once by Build:
@@ -94,7 +93,8 @@ type ProxyConfig struct {
 // to the host, the required layers checked, the Spec planned and the
 // proxy's pins parsed. It is the one place that does so: `sbx exec`,
 // `sbx doctor` and `sbx serve` all call it. The error names the flag, key
-// or layer at fault; the Config is nil then.
+// or layer at fault; the Config is nil then. In the lean sbx, a profile
+// that names an image fails with a *NeedsFullError (image_lean.go).
 func Build(id string, req Request) (*Config, error) {
 	ref := req.Profile
 	if ref == "" {
@@ -127,7 +127,7 @@ func FromProfile(id string, prof *profiles.Profile, resolve []string, resolveFla
 // fromProfile is FromProfile, telling progress how a pull goes. A Config
 // it returns must be Closed (it may hold an image's lock); on an error it
 // holds nothing.
-func fromProfile(id string, prof *profiles.Profile, resolve []string, resolveFlag string, progress image.Progress) (cfg *Config, err error) {
+func fromProfile(id string, prof *profiles.Profile, resolve []string, resolveFlag string, progress Progress) (cfg *Config, err error) {
 	warnings := ClampToHost(prof)
 	if err := CheckRequired(prof); err != nil {
 		return nil, err

@@ -1,3 +1,5 @@
+//go:build !sbx_lean
+
 package engine
 
 import (

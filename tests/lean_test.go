@@ -8,6 +8,7 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +20,10 @@ import (
 )
 
 // The inverse layout (issue 13, internal/fullbin): `make sbx` installs a
-// lean sbx without serve (and prometheus's client_golang with it), which
-// embeds the full sbx and execs it from a sealed memfd for `sbx serve`.
+// lean sbx without serve (and prometheus's client_golang with it) and
+// without image support (go-containerregistry and what it links), which
+// embeds the full sbx and execs it from a sealed memfd for `sbx serve`,
+// `sbx image` and a run on an image.
 
 // fullMemfdExe is what /proc/PID/exe of the full sbx the lean one handed
 // off to reads (fullbin.MemfdName).
@@ -29,6 +32,11 @@ const fullMemfdExe = "/memfd:sbx (deleted)"
 // serveOnlyModules are modules only `sbx serve` links: the lean sbx must
 // not, the full one must.
 var serveOnlyModules = []string{"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "google.golang.org/protobuf"}
+
+// imageOnlyModules are modules only image support links (package image,
+// engine/image_store.go): the lean sbx must not, the full one must.
+var imageOnlyModules = []string{"github.com/google/go-containerregistry", "github.com/opencontainers/go-digest",
+	"github.com/opencontainers/image-spec", "github.com/klauspost/compress", "github.com/docker/cli"}
 
 // modules lists the modules the Go binary at path was built with.
 func modules(t *testing.T, path string) []string {
@@ -84,16 +92,17 @@ func runOut(bin string, args ...string) string {
 }
 
 // TestLeanBinaryLeavesServeOut: the installed sbx is the lean one (its
-// build info lists no client_golang or protobuf, which the full sbx it
-// runs for `sbx serve` does), and the two say the same for --help, help,
-// --version and version: the lean sbx lists the commands it hands off
-// like its own.
+// build info lists no client_golang or protobuf, nor go-containerregistry,
+// go-digest, image-spec, klauspost/compress or docker's config, which the
+// full sbx it runs for `sbx serve` and images does), and the two say the
+// same for --help, help, --version, version and the help of the commands
+// handed off: the lean sbx lists the commands it hands off like its own.
 func TestLeanBinaryLeavesServeOut(t *testing.T) {
 	lean := modules(t, sbxBin)
 	if !hasModule(lean, "github.com/urfave/cli/v2") {
 		t.Fatalf("the build info of %s lists no urfave/cli: the check would see nothing (%v)", sbxBin, lean)
 	}
-	for _, m := range serveOnlyModules {
+	for _, m := range append(serveOnlyModules, imageOnlyModules...) {
 		if hasModule(lean, m) {
 			t.Errorf("the installed sbx links %s: it is not the lean sbx", m)
 		}
@@ -103,12 +112,13 @@ func TestLeanBinaryLeavesServeOut(t *testing.T) {
 		pid := sbxProcess(t, s.cmd.Process.Pid)
 		full := fullSbxOf(t, pid)
 		fullMods := modules(t, full)
-		for _, m := range serveOnlyModules {
+		for _, m := range append(serveOnlyModules, imageOnlyModules...) {
 			if !hasModule(fullMods, m) {
 				t.Errorf("the full sbx that sbx serve runs does not link %s", m)
 			}
 		}
-		for _, args := range [][]string{{"--help"}, {"help"}, {"--version"}, {"version"}, {"serve", "--help"}, {"help", "serve"}, {"exec", "--help"}} {
+		for _, args := range [][]string{{"--help"}, {"help"}, {"--version"}, {"version"}, {"serve", "--help"}, {"help", "serve"}, {"exec", "--help"},
+			{"image", "--help"}, {"help", "image"}, {"image"}, {"image", "pull", "--help"}, {"image", "ls", "--help"}, {"doctor", "--help"}, {"repl", "--help"}} {
 			if l, f := runOut(sbxBin, args...), runOut(full, args...); l != f {
 				t.Errorf("sbx %s: the lean sbx says\n%s\nthe full one\n%s", strings.Join(args, " "), l, f)
 			}
@@ -163,6 +173,126 @@ func TestLeanServeRunsFromSealedMemfd(t *testing.T) {
 			t.Errorf("sbx serve (pid %d) holds no fd of /memfd:sbx-init", pid)
 		}
 		t.Logf("sbx serve after one run: %s", rssLine(pid))
+	})
+}
+
+// TestLeanHandsImageRunsOff: the lean sbx links no image support, and
+// hands a run that needs an image to the full sbx as soon as its
+// effective profile says so, before anything has read stdin: `sbx exec
+// --image`, a profile file's image key, a script on stdin (`sbx exec
+// -`), `sbx repl` on an image profile. The exec runs in the same process,
+// now /memfd:sbx, and its payload gets the stdin the caller gave; a run
+// that needs no image, by flag or by profile file, stays in the lean sbx.
+// A profile on an image read from a pipe, which the full sbx could not
+// read again, is refused.
+func TestLeanHandsImageRunsOff(t *testing.T) {
+	reg := startRegistry(t)
+	ref, digest := reg.push(t, "t/lean-python:v1", buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin"}, hostPythonLayer(t)))
+	forEach(t, func(t *testing.T, r runner) {
+		// imageProfile pulls ref with `sbx image pull` (handed off) into
+		// a store of the runner's, SBX_HOME for the rest of the test.
+		home, onImage := imageProfile(t, r, ref)
+		plain := filepath.Join(home, "plain.toml")
+		if err := os.WriteFile(plain, []byte("extends = \"standard\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The payload says it runs, then echoes its stdin (where from:
+		// the image has sbx_image_marker, the host does not).
+		const echo = `import sys
+try:
+    import sbx_image_marker; where = sbx_image_marker.WHERE
+except ImportError:
+    where = "host"
+print("ready", flush=True)
+print(where, sys.stdin.read(), flush=True)`
+		for _, tc := range []struct {
+			name  string
+			args  []string
+			where string
+		}{
+			{"--image", []string{"--image", ref}, "image"},
+			{"the profile's image key", []string{"--profile", onImage}, "image"},
+			{"no image", nil, "host"},
+			{"a profile file without one", []string{"--profile", plain}, "host"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				cmd := r.command(append(append([]string{"exec"}, tc.args...), "-c", echo)...)
+				stdin, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				stdout, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer cmd.Process.Kill()
+				if line, err := readLine(stdout); line != "ready" {
+					stdin.Close()
+					cmd.Wait()
+					t.Fatalf("sbx exec %v: first line %q (%v), want ready\n%s", tc.args, line, err, stderr.String())
+				}
+				// The payload runs: whatever sbx handed off is done.
+				exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", sbxProcess(t, cmd.Process.Pid)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.WriteString(stdin, "ping")
+				stdin.Close()
+				rest, _ := io.ReadAll(stdout)
+				if err := cmd.Wait(); err != nil || string(rest) != tc.where+" ping\n" {
+					t.Errorf("sbx exec %v: %v, then %q, want %q\n%s", tc.args, err, rest, tc.where+" ping\n", stderr.String())
+				}
+				switch {
+				case tc.where == "image" && exe != fullMemfdExe:
+					t.Errorf("sbx exec %v ran on the image from %s, want the full sbx (%s): the lean sbx ran an image", tc.args, exe, fullMemfdExe)
+				case tc.where == "host" && exe == fullMemfdExe:
+					t.Errorf("sbx exec %v, with no image, was handed off to the full sbx", tc.args)
+				}
+			})
+		}
+		// The script on stdin: read by the full sbx, never by the lean one.
+		out := r.exec(t, "import sbx_image_marker; print(sbx_image_marker.WHERE)\n", "exec", "--json", "--image", ref, "-")
+		var res struct {
+			Status, Stdout, Message string
+			Image                   struct{ Digest string }
+		}
+		if err := json.Unmarshal([]byte(out.stdout), &res); err != nil || res.Status != "ok" || res.Stdout != "image\n" || res.Image.Digest != digest {
+			t.Errorf("sbx exec --image REF - (the script on stdin): %v %+v\n%s", err, res, out.stderr)
+		}
+		// A profile on an image given as a pipe (`--profile <(...)`):
+		// the full sbx would read it again and find it empty, and run on
+		// the defaults without the image. Refused, saying why.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The runner's own pipe, as a shell of its would make: open(2) of
+		// /dev/fd/3 checks the pipe's owner and mode.
+		if err := pr.Chown(r.uid, r.uid); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(pw, "extends = \"strict\"\nimage = %q\n", ref)
+		pw.Close()
+		cmd := r.command("exec", "--json", "--profile", "/dev/fd/3", "--", "/bin/true")
+		cmd.ExtraFiles = []*os.File{pr}
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err = cmd.Run()
+		pr.Close()
+		var piped struct{ Status, Message string }
+		if json.Unmarshal(so.Bytes(), &piped); err == nil || piped.Status != "setup_error" || !strings.Contains(piped.Message, "profile /dev/fd/3 is not a regular file (a pipe)") {
+			t.Errorf("sbx exec --profile /dev/fd/3 (a pipe, on an image): %v, Result %+v, want a setup_error saying the pipe cannot be read again\n%s", err, piped, se.String())
+		}
+		// sbx repl on an image profile: the session is the full sbx's.
+		out = r.exec(t, "import sbx_image_marker\nsbx_image_marker.WHERE\n", "repl", "--profile", onImage)
+		if out.code != 0 || !strings.Contains(out.stdout, "'image'") {
+			t.Errorf("sbx repl --profile (on an image): exit %d\n%s%s", out.code, out.stdout, out.stderr)
+		}
 	})
 }
 
@@ -228,6 +358,17 @@ func TestLeanHandOffFailureIsReported(t *testing.T) {
 		if stdout, stderr, code := refused("exec", "--", "/bin/echo", "still runs"); code != 0 || stdout != "still runs\n" {
 			t.Errorf("sbx exec without memfds: exit %d, stdout %q\n%s", code, stdout, stderr)
 		}
+		// Images are the full sbx's: sbx image, and a run on one, which
+		// says so in its Result.
+		if _, stderr, code := refused("image", "ls"); code != 125 || !strings.Contains(stderr, "sbx: sbx image is run by the full sbx, which this lean sbx embeds, and it could not be started: copying the full sbx (") {
+			t.Errorf("sbx image ls without memfds: exit %d, want 125 naming the hand-off\n%s", code, stderr)
+		}
+		stdout, stderr, code := refused("exec", "--json", "--image", "127.0.0.1:1/t/never:v1", "--", "/bin/true")
+		var res struct{ Status, Message string }
+		if json.Unmarshal([]byte(stdout), &res); code != 125 || res.Status != "setup_error" ||
+			!strings.Contains(res.Message, "sbx exec on an image is run by the full sbx, which this lean sbx embeds, and it could not be started: copying the full sbx (") {
+			t.Errorf("sbx exec --image without memfds: exit %d, Result %+v, want 125 and a setup_error naming the hand-off\n%s", code, res, stderr)
+		}
 
 		check := func(out string) (c struct{ Status, Detail string }) {
 			var rep struct {
@@ -245,7 +386,7 @@ func TestLeanHandOffFailureIsReported(t *testing.T) {
 			t.Fatalf("sbx doctor --json has no \"sbx binary\" check:\n%s", out)
 			return c
 		}
-		stdout, _, _ := refused("doctor", "--json")
+		stdout, _, _ = refused("doctor", "--json")
 		if c := check(stdout); c.Status != "warn" || !strings.Contains(c.Detail, "the lean sbx") || !strings.Contains(c.Detail, `fails here: copying the full sbx`) || !strings.Contains(c.Detail, "memfd_create(") {
 			t.Errorf("doctor without memfds: sbx binary %+v, want a warning naming memfd_create", c)
 		}

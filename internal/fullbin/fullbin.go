@@ -21,9 +21,12 @@
 // sent from it to a memfd of its own (initbin/selfcopy.go), and the
 // KindSelf fallback re-executes it.
 //
-// The price is paid by the handed-off commands only, never by `sbx exec`:
-// a copy of the full image (18.7 MB; `sbx serve` starts in 24.6 ms instead
-// of 9.9) per start, and the memfd's pages, held for the full sbx's life. A host that refuses exec from a memfd (vm.memfd_noexec=2, an
+// The price is paid by the handed-off commands only (`sbx serve`, `sbx
+// image`, and since the seventh pass a run on an image, which the lean
+// sbx links no support for: engine/image_lean.go), never by an `sbx exec`
+// without an image: a copy of the full image (18.7 MB; `sbx serve` starts
+// in 24.6 ms instead of 9.9; an image run from the CLI ~23 ms more CPU)
+// per start, and the memfd's pages, held for the full sbx's life. A host that refuses exec from a memfd (vm.memfd_noexec=2, an
 // LSM) cannot run them; `sbx doctor` says so (Probe).
 package fullbin
 
