@@ -3,11 +3,13 @@
 package tests
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -21,7 +23,8 @@ import (
 // subreaper (prctl(2) PR_SET_CHILD_SUBREAPER), which would inherit a copy
 // process sbx had not reaped, neither a run nor an `sbx exec` that fails
 // at its flags, before any sandbox, leaves a process or zombie. As root
-// and as uid 65534.
+// and as uid 65534. A sbx started with fd 0 closed still gets /dev/null
+// there, as before: the constructor's fds stay off 0-2.
 func TestInitMemfdCopyProcess(t *testing.T) {
 	self, err := filepath.EvalSymlinks(sbxBin)
 	if err != nil {
@@ -59,6 +62,26 @@ func TestInitMemfdCopyProcess(t *testing.T) {
 		}
 		if len(memfds) != 1 || len(memfds[0]) < 3 {
 			t.Errorf("sbx (pid %d) holds the sbx-init memfd at fds %v, want one fd >= 100", sbxPid, memfds)
+		}
+
+		// A sbx started with its stdin closed: the constructor's fds must
+		// not take fd 0, which Go's runtime would then not fill with
+		// /dev/null, and which later opens would reuse under os.Stdin.
+		c := r.command("exec", "--", "/usr/bin/python3", "-S", "-c", "import time; print('up', flush=True); time.sleep(60)")
+		closed := exec.Command("/bin/sh", append([]string{"-c", `exec 0<&- "$@"`, "sh", c.Path}, c.Args[1:]...)...)
+		so, err := closed.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := closed.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { closed.Process.Signal(syscall.SIGTERM); closed.Wait() }()
+		if line, err := bufio.NewReader(so).ReadString('\n'); err != nil || line != "up\n" {
+			t.Fatalf("payload of sbx with stdin closed: %q %v", line, err)
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", sbxProcess(t, closed.Process.Pid))); l != "/dev/null" {
+			t.Errorf("sbx started with fd 0 closed has fd 0 on %q (%v), want /dev/null (Go's runtime.checkfds)", l, err)
 		}
 
 		for _, args := range [][]string{

@@ -75,6 +75,22 @@ static void sbx_copy_child(int req, int exe, int memfd, pid_t parent) {
 	_exit(0);
 }
 
+// sbx_copy_above_stdio moves fd to 3 or above. A sbx started with fd 0,
+// 1 or 2 closed would otherwise get one of them here, before Go's runtime
+// opens /dev/null on each closed one (runtime.checkfds, Go 1.22): the
+// fd would stand for sbx's stdin, stdout or stderr, and be closed or
+// reused under them once the copy is done. On an error fd is closed and
+// the result is -1.
+static int sbx_copy_above_stdio(int fd) {
+	if (fd < 0 || fd > 2)
+		return fd;
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return high;
+}
+
 static void sbx_copy_fail(const char *step) {
 	sbx_copy_step = step;
 	sbx_copy_errno = errno;
@@ -93,7 +109,7 @@ __attribute__((constructor)) static void sbx_copy_ctor(int argc, char **argv, ch
 	if (argc < 2 || strcmp(argv[1], "exec") != 0)
 		return;
 	sbx_copy_ran = 1;
-	int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	int exe = sbx_copy_above_stdio(open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
 	if (exe < 0) {
 		sbx_copy_fail("open /proc/self/exe O_RDONLY");
 		return;
@@ -103,6 +119,7 @@ __attribute__((constructor)) static void sbx_copy_ctor(int argc, char **argv, ch
 	int memfd = memfd_create("sbx-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
 	if (memfd < 0 && errno == EINVAL)
 		memfd = memfd_create("sbx-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	memfd = sbx_copy_above_stdio(memfd);
 	if (memfd < 0) {
 		sbx_copy_fail("memfd_create(\"sbx-init\", MFD_CLOEXEC|MFD_ALLOW_SEALING|MFD_EXEC)");
 		close(exe);
@@ -111,6 +128,18 @@ __attribute__((constructor)) static void sbx_copy_ctor(int argc, char **argv, ch
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) != 0) {
 		sbx_copy_fail("pipe2(O_CLOEXEC)");
+		close(memfd);
+		close(exe);
+		return;
+	}
+	p[0] = sbx_copy_above_stdio(p[0]);
+	p[1] = sbx_copy_above_stdio(p[1]);
+	if (p[0] < 0 || p[1] < 0) {
+		sbx_copy_fail("fcntl(pipe, F_DUPFD_CLOEXEC, 3)");
+		if (p[0] >= 0)
+			close(p[0]);
+		if (p[1] >= 0)
+			close(p[1]);
 		close(memfd);
 		close(exe);
 		return;
