@@ -1,6 +1,7 @@
 package initbin
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -50,5 +51,38 @@ func TestNoConstructorCopy(t *testing.T) {
 	c.release()
 	if c.exe != -1 || c.memfd != -1 || c.req != -1 {
 		t.Fatalf("after release: %+v, want every fd -1", c)
+	}
+}
+
+// TestConstructorCopyFinishFailsClosed: a copy process that cannot be
+// reaped as one (here an ordinary child, which wait4 with __WCLONE does
+// not see) makes finish fail, with its memfd and exe fds closed, so that
+// makeMemfd copies from Go instead; nothing half-made is sealed.
+func TestConstructorCopyFinishFailsClosed(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	memfd, err := memfdCreate("sbx-init-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctorCopy{ran: true, exe: exe, memfd: memfd, req: -1, pid: cmd.Process.Pid, requested: true}
+	m, err := c.finish([]byte("\x7fELF"))
+	if err == nil || !strings.Contains(err.Error(), "__WCLONE") || m.FD != -1 {
+		t.Fatalf("finish = %+v, %v; want an error naming the wait4", m, err)
+	}
+	for _, fd := range []int{memfd, exe} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+			t.Errorf("fd %d after a failed finish: %v, want EBADF (closed)", fd, err)
+		}
+	}
+	if c.pid != 0 || c.exe != -1 || c.memfd != -1 {
+		t.Errorf("after finish: %+v, want no pid and no fds", c)
 	}
 }
