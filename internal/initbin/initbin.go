@@ -180,8 +180,9 @@ func makeMemfd() {
 // ReleaseCopy reaps the constructor's copy process (ctorcopy.go) of an
 // `sbx exec` that ends without having made a sandbox (a usage error, a
 // failed pull), so that no zombie of it is left to a subreaper; main
-// calls it before it exits. Once Get has run it does nothing, and Get
-// after it returns /proc/self/exe.
+// calls it before it exits, and internal/fullbin before it execs the full
+// sbx. Once Get has run it does nothing, and Get after it returns
+// /proc/self/exe.
 func ReleaseCopy() {
 	if startedAt != StartInConstructor {
 		return
