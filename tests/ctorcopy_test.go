@@ -123,3 +123,27 @@ except ChildProcessError:
 if left:
     sys.exit("exit %d; processes left: %s; stderr: %s" % (p.returncode, left, p.stderr.decode()[-500:]))
 `
+
+// TestInitMemfdCopyProcessOnImage: an `sbx exec --image` leaves no copy
+// process to a subreaper either. The lean sbx hands a run on an image to
+// the full sbx it embeds (internal/fullbin, an execveat of the same
+// process), after its own constructor started its copy: fullbin.Exec
+// reaps that first, or the full sbx, which knows nothing of it, kept it
+// as a zombie (a trial merge with the image hand-off found one, as root
+// and as uid 65534, without it). Where this build runs images itself the
+// run reaps its copy as any other.
+func TestInitMemfdCopyProcessOnImage(t *testing.T) {
+	reg := startRegistry(t)
+	ref, _ := reg.push(t, "t/ctorcopy-python:v1", buildImage(t, []string{"PATH=/usr/local/bin:/usr/bin"}, hostPythonLayer(t)))
+	forEach(t, func(t *testing.T, r runner) {
+		imageProfile(t, r, ref) // pulled into a store of r's, SBX_HOME
+		if out := r.exec(t, "", "exec", "--image", ref, "-c", "print('on the image')"); out.code != 0 || out.stdout != "on the image\n" {
+			t.Fatalf("exec --image: exit %d: %s%s", out.code, out.stdout, out.stderr)
+		}
+		c := r.command("exec", "--image", ref, "-c", "pass")
+		sub := exec.Command("/usr/bin/python3", append([]string{"-S", "-c", subreaperScript, c.Path}, c.Args[1:]...)...)
+		if got, err := sub.CombinedOutput(); err != nil {
+			t.Errorf("sbx exec --image under a subreaper: %v\n%s", err, got)
+		}
+	})
+}
