@@ -43,7 +43,9 @@ func main() {
 	handOff(os.Args) // sbx serve: the lean sbx execs the full one (internal/fullbin)
 	t0 := nsjail.MonotonicNS()
 	initbin.PrepareForExec(os.Args) // the init's memfd, beside the CLI (issue 13)
-	os.Exit(runWith(os.Args, deps{t0: t0, seccompRules: policyRules}))
+	code := runWith(os.Args, deps{t0: t0, seccompRules: policyRules})
+	initbin.ReleaseCopy() // the memfd's copy process, if no sandbox reaped it
+	os.Exit(code)
 }
 
 // deps are what main hands the commands, instead of package globals.

@@ -39,6 +39,9 @@ func (s *supervisor) chooseInit() {
 		if e.CopyWhy != "" {
 			name += "; the sendfile failed: " + e.CopyWhy
 		}
+		if e.EarlyWhy != "" {
+			name += "; the constructors' copy process failed: " + e.EarlyWhy
+		}
 		s.tl.add([]Mark{{name + ")", max(e.SealedNS, s.job.T0)}})
 	}
 	s.tl.mark("sbx: init is " + string(s.initExe.Kind))

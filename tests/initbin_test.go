@@ -239,23 +239,20 @@ func TestServeSharesOneSealedInit(t *testing.T) {
 	})
 }
 
-// TestInitMemfdCopiedBeforeMain: an unprivileged `sbx exec`, on one P,
-// starts the sbx-init memfd's copy from a package init, before main, so
-// that it runs beside the CLI instead of after it; as root (two Ps, where
-// that cost CPU and saved no time) it starts from main, first thing,
-// once the package inits are done, instead of in newSupervisor.
-// Both fill it by sendfile(2) from their own executable file
-// (internal/initbin, early.go and selfcopy.go; issue 13), and
-// --debug-timings says how and when. A binary its user may run but not
-// read (mode 0711, as uid 65534) cannot be opened for the sendfile: the
-// memfd is then written from the embedded bytes, and the sandbox runs as
-// well.
+// TestInitMemfdCopiedBeforeMain: an `sbx exec` starts the sbx-init
+// memfd's copy before main, so that it runs beside the package inits and
+// the CLI instead of after them: in a process its C constructor forked
+// (internal/initbin, ctorcopy.go), which sendfile(2)s the image from the
+// executable's own file (selfcopy.go; issue 13), and --debug-timings says
+// how and when (TestInitMemfdCopyProcess checks that process further).
+// A binary its user may run but not read (mode 0711, as uid 65534)
+// cannot be opened, by the constructor nor for the copy from Go that
+// follows (from a package init on one P, early.go): the memfd is then
+// written from the embedded bytes, the timeline says why, and the
+// sandbox runs as well.
 func TestInitMemfdCopiedBeforeMain(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
-		want := "sbx: sbx-init memfd sealed (sendfile from /proc/self/exe, started before main)"
-		if r.uid == 0 {
-			want = "sbx: sbx-init memfd sealed (sendfile from /proc/self/exe, started at main)"
-		}
+		want := "sbx: sbx-init memfd sealed (sendfile from /proc/self/exe, by a process the C constructors forked)"
 		out := r.exec(t, "", "exec", "--profile", "strict", "--debug-timings", "--", "/bin/true")
 		if out.code != 0 || !strings.Contains(out.stderr, want+"\n") || !strings.Contains(out.stderr, "sbx: init is sbx-init") {
 			t.Fatalf("exit %d; want the timeline to have %q and sbx-init:\n%s", out.code, want, out.stderr)
@@ -282,7 +279,7 @@ func TestInitMemfdCopiedBeforeMain(t *testing.T) {
 		}
 		// The fallback names the step that failed and its errno (issue 13
 		// review: the reason was dropped).
-		if !strings.Contains(se.String(), "sbx: sbx-init memfd sealed (write, started before main; the sendfile failed: open /proc/self/exe O_RDONLY: permission denied)") {
+		if !strings.Contains(se.String(), "sbx: sbx-init memfd sealed (write, started before main; the sendfile failed: open /proc/self/exe O_RDONLY: permission denied; the constructors' copy process failed: open /proc/self/exe O_RDONLY: permission denied)") {
 			t.Errorf("mode-0711 sbx: want the memfd written, not sent from the unreadable file, and why:\n%s", se.String())
 		}
 		if !strings.Contains(so.String(), "pid 1 is sbx-init") || !strings.Contains(so.String(), `"status": "ok"`) {

@@ -65,6 +65,11 @@ func Exec(argv, env []string) error {
 	if !Embedded() {
 		return errors.New("this sbx embeds no full sbx to hand the command to (build it with make sbx)")
 	}
+	// An `sbx exec` handed off (its image is the full sbx's to run) has
+	// the lean sbx's memfd copy process under way (internal/initbin,
+	// ctorcopy.go): reaped here, or it would stay a zombie child of the
+	// full sbx, which knows nothing of it, for as long as that runs.
+	initbin.ReleaseCopy()
 	return execImage(image, argv, env)
 }
 

@@ -7,8 +7,12 @@ import (
 	_ "github.com/sbx-sandbox/sbx/internal/leanexec" // its init first: the P count read below
 )
 
-// startedAt says where an `sbx exec` started the copy (Exe.Started).
-var startedAt Start
+// startedAt says where an `sbx exec` started the copy (Exe.Started);
+// earlyWhy why the constructor's copy process did not (Exe.EarlyWhy).
+var (
+	startedAt Start
+	earlyWhy  string
+)
 
 // An unprivileged `sbx exec` makes exactly one sandbox and needs the
 // memfd for it within a few milliseconds: its copy (~2 ms of a CPU for
@@ -30,8 +34,31 @@ var startedAt Start
 // memfd when a sandbox first needs it (Prepare, Get): `sbx serve` once
 // for all its sandboxes, `sbx doctor` for its probe, `sbx --version`
 // never.
+//
+// A cgo build starts it earlier still, before Go's runtime, in a process
+// its C constructor forked (ctorcopy.go): this init only sends it the
+// image's offset, and falls back to the above where that fails.
 func init() {
-	if Embedded() && startsEarly(os.Args) && runtime.GOMAXPROCS(0) == 1 {
+	if !startsEarly(os.Args) {
+		return
+	}
+	early = constructorCopy()
+	if !Embedded() {
+		early.release()
+		return
+	}
+	if early.ran {
+		err := early.request(image)
+		if err == nil {
+			// The copy process makes the memfd: no goroutine copies
+			// (Prepare, PrepareForExec), Get reaps it.
+			startedAt = StartInConstructor
+			prepared.Store(true)
+			return
+		}
+		earlyWhy = err.Error()
+	}
+	if runtime.GOMAXPROCS(0) == 1 {
 		startedAt = StartBeforeMain
 		Prepare()
 		// On one P the new goroutine would wait until the main one

@@ -65,6 +65,10 @@ type Exe struct {
 	// Started says where an `sbx exec` started the copy (early.go);
 	// empty when the first sandbox's set-up did.
 	Started Start
+	// EarlyWhy says why the copy process the C constructors forked
+	// (ctorcopy.go) did not make the memfd, where an `sbx exec` of a cgo
+	// build tried it and Go copied instead.
+	EarlyWhy string
 	// SealedNS is when the memfd was sealed, on CLOCK_MONOTONIC (the
 	// clock of --debug-timings).
 	SealedNS int64
@@ -78,6 +82,10 @@ const (
 	StartBeforeMain Start = "started before main"
 	// StartAtMain: from main, first thing (PrepareForExec; two Ps).
 	StartAtMain Start = "started at main"
+	// StartInConstructor: by a process the C constructors forked,
+	// before Go's runtime, sent the image's offset from this package's
+	// init (ctorcopy.go).
+	StartInConstructor Start = "by a process the C constructors forked"
 )
 
 // Copy says how the memfd got the image.
@@ -150,13 +158,39 @@ var (
 )
 
 func makeMemfd() {
+	if startedAt == StartInConstructor {
+		m, err := early.finish(image)
+		if err == nil {
+			dropPages(image)
+			memfd = Exe{Kind: KindMemfd, Path: m.Path, Size: len(image), Copy: m.Copy, Started: startedAt, SealedNS: monotonicNS()}
+			return
+		}
+		// Copied from Go now, as the first sandbox's set-up would.
+		earlyWhy, startedAt = err.Error(), ""
+	}
 	m, err := SealedCopy("sbx-init", image)
 	if err != nil {
-		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error(), CopyWhy: m.CopyWhy}
+		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: err.Error(), CopyWhy: m.CopyWhy, EarlyWhy: earlyWhy}
 		return
 	}
 	dropPages(image)
-	memfd = Exe{Kind: KindMemfd, Path: m.Path, Size: len(image), Copy: m.Copy, CopyWhy: m.CopyWhy, Started: startedAt, SealedNS: monotonicNS()}
+	memfd = Exe{Kind: KindMemfd, Path: m.Path, Size: len(image), Copy: m.Copy, CopyWhy: m.CopyWhy, EarlyWhy: earlyWhy, Started: startedAt, SealedNS: monotonicNS()}
+}
+
+// ReleaseCopy reaps the constructor's copy process (ctorcopy.go) of an
+// `sbx exec` that ends without having made a sandbox (a usage error, a
+// failed pull), so that no zombie of it is left to a subreaper; main
+// calls it before it exits, and internal/fullbin before it execs the full
+// sbx. Once Get has run it does nothing, and Get after it returns
+// /proc/self/exe.
+func ReleaseCopy() {
+	if startedAt != StartInConstructor {
+		return
+	}
+	once.Do(func() {
+		early.release()
+		memfd = Exe{Kind: KindSelf, Path: "/proc/self/exe", Why: "the process is exiting"}
+	})
 }
 
 // Memfd is an image embedded in this executable, copied into a sealed
@@ -281,6 +315,12 @@ func sealedMemfdFilled(name string, img []byte, fill func(fd int, img []byte) er
 		unix.Close(fd)
 		return -1, err
 	}
+	return sealHigh(fd)
+}
+
+// sealHigh seals the filled memfd fd and moves it to fdFloor or above
+// (close-on-exec); fd is closed either way.
+func sealHigh(fd int) (int, error) {
 	if err := addSeals(fd); err != nil {
 		unix.Close(fd)
 		return -1, err

@@ -131,6 +131,20 @@ func auxPhdr() uint64 {
 	return 0
 }
 
+// imageOffset is where img, bytes embedded in this executable, lie in its
+// file, open at src (/proc/self/exe).
+func imageOffset(src int, img []byte) (int64, error) {
+	etype, phoff, segs, err := elfSegments(src)
+	if err != nil {
+		return 0, err
+	}
+	bias, err := loadBias(etype, phoff, segs, auxPhdr())
+	if err != nil {
+		return 0, err
+	}
+	return fileOffset(segs, bias, uint64(uintptr(unsafe.Pointer(&img[0]))), uint64(len(img)))
+}
+
 // copyFromSelf fills fd with img by sendfile(2) from /proc/self/exe, img
 // being bytes embedded in this executable.
 func copyFromSelf(fd int, img []byte) error {
@@ -142,15 +156,7 @@ func copyFromSelf(fd int, img []byte) error {
 		return fmt.Errorf("open /proc/self/exe O_RDONLY: %w", err)
 	}
 	defer unix.Close(src)
-	etype, phoff, segs, err := elfSegments(src)
-	if err != nil {
-		return err
-	}
-	bias, err := loadBias(etype, phoff, segs, auxPhdr())
-	if err != nil {
-		return err
-	}
-	off, err := fileOffset(segs, bias, uint64(uintptr(unsafe.Pointer(&img[0]))), uint64(len(img)))
+	off, err := imageOffset(src, img)
 	if err != nil {
 		return err
 	}
