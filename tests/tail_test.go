@@ -1,0 +1,101 @@
+//go:build integration
+
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// blockedWaits lists the threads of process pid that sit in a wait for a
+// child that blocks: waitid(2) or wait4(2) without WNOHANG, read from
+// /proc/PID/task/TID/syscall (the number, then the arguments in hex;
+// "running" or "-1 ..." outside a system call: proc(5)).
+func blockedWaits(pid int) []string {
+	var found []string
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(fmt.Sprintf("/proc/%d/task", pid), task.Name(), "syscall"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 5 {
+			continue
+		}
+		nr, err := strconv.Atoi(f[0])
+		if err != nil {
+			continue
+		}
+		arg := func(i int) uint64 {
+			v, _ := strconv.ParseUint(strings.TrimPrefix(f[1+i], "0x"), 16, 64)
+			return v
+		}
+		switch {
+		case nr == unix.SYS_WAITID && arg(3)&unix.WNOHANG == 0:
+			found = append(found, fmt.Sprintf("thread %s in waitid(%d, %d, ..., %#x)", task.Name(), arg(0), arg(1), arg(3)))
+		case nr == unix.SYS_WAIT4 && arg(2)&unix.WNOHANG == 0:
+			found = append(found, fmt.Sprintf("thread %s in wait4(%d, ..., %#x)", task.Name(), int64(arg(0)), arg(2)))
+		}
+	}
+	return found
+}
+
+// TestReapWaitsInTheNetpoller: while the payload runs, no thread of the
+// supervisor is blocked in waitid or wait4 for the init (issue 13, the
+// tail): the reap waits for the init's pidfd to become readable in Go's
+// netpoller (nsjail.awaitExit), holding no P. A thread in a blocking
+// waitid keeps its P until sysmon retakes it, and with the one P of an
+// unprivileged exec the init's status lines, the report and the outputs'
+// EOFs waited for that.
+func TestReapWaitsInTheNetpoller(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		m := marker(t)
+		defer killMarked(m)
+		cmd := r.command("exec", "--profile", "strict", "--debug-timings", "--", "/usr/bin/python3", "-S", "-c", "import time; time.sleep(3)", m)
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The payload is running once its argv (the marker) shows up.
+		deadline := time.Now().Add(30 * time.Second)
+		for len(processesWith(m)) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if len(processesWith(m)) == 0 {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the payload never started: %s", se.String())
+		}
+		// setpriv execs sbx: the same pid. The supervisor waits for the
+		// init all along; look for ~0.5 s, well within the payload's 3.
+		var blocked []string
+		for i := 0; i < 25 && len(blocked) == 0; i++ {
+			blocked = blockedWaits(cmd.Process.Pid)
+			time.Sleep(20 * time.Millisecond)
+		}
+		stillRunning := len(processesWith(m)) > 0
+		err := cmd.Wait()
+		if err != nil {
+			t.Fatalf("sbx exec: %v\n%s", err, se.String())
+		}
+		if !stillRunning {
+			t.Fatalf("the payload ended before the threads were sampled: the check saw nothing of the wait\n%s", se.String())
+		}
+		if len(blocked) > 0 {
+			t.Errorf("the supervisor blocks in a wait for the init: %v", blocked)
+		}
+		if strings.Contains(se.String(), "waitid blocks instead") {
+			t.Errorf("the pidfd's wait fell back to a blocking waitid:\n%s", se.String())
+		}
+	})
+}
