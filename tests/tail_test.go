@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -96,6 +97,68 @@ func TestReapWaitsInTheNetpoller(t *testing.T) {
 		}
 		if strings.Contains(se.String(), "waitid blocks instead") {
 			t.Errorf("the pidfd's wait fell back to a blocking waitid:\n%s", se.String())
+		}
+	})
+}
+
+// TestInitClosesItsPipesBeforeExit: the init's last act before
+// exit_group is to close its ends of the supervisor's pipes (status,
+// outputs, control), so the supervisor's EOFs do not wait for its exit:
+// the kernel releases a dying task's files only after exit_mm, and the
+// final fput of a pipe runs as task work after exit_task_namespaces, the
+// mount namespace's teardown (kernel/exit.c, do_exit; issue 13, the
+// tail). strace -f follows the supervisor into the init (the main
+// thread's calls, one file per thread with -ff).
+func TestInitClosesItsPipesBeforeExit(t *testing.T) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		msg := "strace is not installed: it shows the init's last system calls"
+		if os.Getenv("SBX_MUST_WORK") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	forEach(t, func(t *testing.T, r runner) {
+		dir := t.TempDir()
+		base := r.command("exec", "--profile", "strict", "--", "/usr/bin/python3", "-S", "-c", "pass")
+		cmd := exec.Command(strace, append([]string{"-f", "-ff", "-qq", "-e", "trace=close,exit_group,execve,write", "-e", "signal=none", "-o", filepath.Join(dir, "st"), base.Path}, base.Args[1:]...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("strace sbx exec: %v\n%s", err, out)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "st.*"))
+		var initCalls []string
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The init is the process sbx started from the sbx-init
+			// memfd (initbin).
+			if strings.Contains(string(b), `execve("/proc/self/fd/`) {
+				initCalls = strings.Split(strings.TrimSpace(string(b)), "\n")
+				break
+			}
+		}
+		if len(initCalls) == 0 {
+			t.Fatalf("no init among the traced threads (%d files)", len(files))
+		}
+		end := len(initCalls) - 1
+		if !strings.HasPrefix(initCalls[end], "exit_group(") {
+			t.Fatalf("the init's main thread did not end in exit_group: %q", initCalls[end])
+		}
+		// The closes just before exit_group.
+		closed := map[int]bool{}
+		for i := end - 1; i >= 0 && strings.HasPrefix(initCalls[i], "close("); i-- {
+			var fd, ret int
+			if _, err := fmt.Sscanf(initCalls[i], "close(%d) = %d", &fd, &ret); err == nil && ret == 0 {
+				closed[fd] = true
+			}
+		}
+		for _, fd := range []int{0, 1, 2, 3, 4} {
+			if !closed[fd] {
+				t.Errorf("the init does not close fd %d right before exit_group; its last calls:\n%s", fd, strings.Join(initCalls[max(0, end-12):], "\n"))
+				break
+			}
 		}
 	})
 }
