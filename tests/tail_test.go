@@ -50,6 +50,13 @@ func blockedWaits(pid int) []string {
 	return found
 }
 
+// argv0 is the first word of pid's command line, "" if it is gone.
+func argv0(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	first, _, _ := bytes.Cut(b, []byte{0})
+	return string(first)
+}
+
 // TestReapWaitsInTheNetpoller: while the payload runs, no thread of the
 // supervisor is blocked in waitid or wait4 for the init (issue 13, the
 // tail): the reap waits for the init's pidfd to become readable in Go's
@@ -67,24 +74,39 @@ func TestReapWaitsInTheNetpoller(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// The payload is running once its argv (the marker) shows up.
+		// The marker is in the argv of sbx itself (run straight, by
+		// setpriv's exec, or by a wrapper's: SBX_TEST_WRAP) and of the
+		// payload, which runs once python3 shows up with it.
+		var sbxPid int
+		payloadRunning := func() bool {
+			running := false
+			for _, pid := range processesWith(m) {
+				switch argv0(pid) {
+				case sbxBin:
+					sbxPid = pid
+				case "/usr/bin/python3":
+					running = true
+				}
+			}
+			return running && sbxPid != 0
+		}
 		deadline := time.Now().Add(30 * time.Second)
-		for len(processesWith(m)) == 0 && time.Now().Before(deadline) {
+		for !payloadRunning() && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if len(processesWith(m)) == 0 {
+		if !payloadRunning() {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("the payload never started: %s", se.String())
+			t.Fatalf("the payload never started (sbx pid %d): %s", sbxPid, se.String())
 		}
-		// setpriv execs sbx: the same pid. The supervisor waits for the
-		// init all along; look for ~0.5 s, well within the payload's 3.
+		// The supervisor waits for the init all along; look for ~0.5 s,
+		// well within the payload's 3.
 		var blocked []string
 		for i := 0; i < 25 && len(blocked) == 0; i++ {
-			blocked = blockedWaits(cmd.Process.Pid)
+			blocked = blockedWaits(sbxPid)
 			time.Sleep(20 * time.Millisecond)
 		}
-		stillRunning := len(processesWith(m)) > 0
+		stillRunning := payloadRunning()
 		err := cmd.Wait()
 		if err != nil {
 			t.Fatalf("sbx exec: %v\n%s", err, se.String())
