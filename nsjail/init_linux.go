@@ -49,7 +49,27 @@ func Init() {
 	in.tl.on.Store(true) // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
 	go in.warmWire()
-	os.Exit(in.run())
+	code := in.run()
+	closeSupervisorEnds()
+	os.Exit(code)
+}
+
+// closeSupervisorEnds closes the init's ends of every pipe and socket the
+// supervisor reads or writes (the payload's stdio, which the init holds
+// as its own 0-2, the control and status pipes, the report's, the
+// proxy's and a session's sockets; the ones already closed fail with
+// EBADF), as the init's last act before exit_group. Left to the exit,
+// the kernel releases them only with the last thread's file table, after
+// exit_mm, and the final fput of each runs as task work after
+// exit_task_namespaces, the mount namespace's teardown (kernel/exit.c,
+// do_exit): the supervisor's EOFs came ~1 ms after the payload's report,
+// now at once, and it collects the outputs meanwhile. Raw close(2), not
+// os.File.Close: that one waits for a read in flight on the control pipe
+// (readControl), and nothing may run after it but the exit.
+func closeSupervisorEnds() {
+	for _, fd := range []int{0, 1, 2, controlFD, statusFD, filesFD, proxyFD, sessionFD} {
+		unix.Close(fd)
+	}
 }
 
 // warmWire fills encoding/json's per-type caches for the status line on

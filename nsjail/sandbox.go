@@ -380,9 +380,17 @@ func (s *supervisor) start(ctx context.Context) error {
 			spawned = false
 			err = startWithOSExec(cmd)
 		}
-		wait := cmd.Wait
-		if spawned {
-			wait = func() error { return waitSpawned(cmd) }
+		wait := func() error {
+			// The thread stays locked while the init lives (Pdeathsig)
+			// but parks in the netpoller, not in waitid, until the init
+			// is gone (awaitExit).
+			if err := awaitExit(cmd.Process.Pid); err != nil {
+				s.tl.mark("sbx: " + err.Error() + "; waitid blocks instead")
+			}
+			if spawned {
+				return waitSpawned(cmd)
+			}
+			return cmd.Wait()
 		}
 		if err == nil {
 			s.tl.mark(cloneMark(spawned, cmd.SysProcAttr.UseCgroupFD))

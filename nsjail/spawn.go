@@ -159,3 +159,55 @@ func osExecMoveRange(cmd *exec.Cmd) (lo, hi int, ok bool) {
 	next++
 	return next, next + len(files) + 1, true
 }
+
+// awaitExit returns once the child pid has exited, without reaping it
+// (the caller's wait then returns at once), waiting on a pidfd in Go's
+// netpoller: pidfd_open(2) (Linux 5.3) is readable once the process is
+// gone (pidfd_poll, woken from exit_notify). A blocking waitid(2) holds
+// its thread's P in a system call until sysmon retakes it, and with one
+// P (an unprivileged exec, internal/leanexec) nothing else runs
+// meanwhile: the status lines, the workspace report and the outputs'
+// EOFs waited for sysmon's tick, which backs off to 10 ms while nothing
+// happens (runtime/proc.go, sysmon and retake). Parked in the netpoller
+// the thread holds no P. The child is ours and not yet reaped, so its
+// pid cannot be reused under pidfd_open. An error says which step
+// failed; the caller then waits as before.
+func awaitExit(pid int) error {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("pidfd_open %d PIDFD_NONBLOCK: %w", pid, err)
+	}
+	f := os.NewFile(uintptr(fd), "pidfd") // non-blocking: in the netpoller
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("pidfd %d: %w", pid, err)
+	}
+	var werr error
+	err = rc.Read(func(fd uintptr) bool {
+		// WNOWAIT: look, leave the zombie to the caller's wait. With
+		// PIDFD_NONBLOCK a live child is EAGAIN (Linux 5.10; before,
+		// si_signo 0): wait for the pidfd to become readable.
+		var info unix.Siginfo
+		werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		switch {
+		case werr == unix.EINTR:
+			return false
+		case werr == unix.EAGAIN:
+			werr = nil
+			return false
+		case werr != nil:
+			return true
+		}
+		// A child found fills si_signo with SIGCHLD; none, zeroes it
+		// (waitid(2)).
+		return info.Signo == int32(unix.SIGCHLD)
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("waitid P_PIDFD %d WEXITED|WNOHANG|WNOWAIT: %w", pid, err)
+	}
+	return nil
+}
