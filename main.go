@@ -25,6 +25,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sbx-sandbox/sbx/audit"
+	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/internal/initbin"
 	_ "github.com/sbx-sandbox/sbx/internal/leanexec" // one P for an unprivileged exec, before the other inits
@@ -43,6 +44,12 @@ func main() {
 	handOff(os.Args) // sbx serve: the lean sbx execs the full one (internal/fullbin)
 	t0 := nsjail.MonotonicNS()
 	initbin.PrepareForExec(os.Args) // the init's memfd, beside the CLI (issue 13)
+	if len(os.Args) > 1 && os.Args[1] == "exec" && runtime.GOMAXPROCS(0) > 1 {
+		// The cgroup layout, beside the CLI too, on the second P. On one
+		// P (an unprivileged exec, internal/leanexec) the goroutine ran
+		// inside signal.Notify's hand-offs and delayed the start instead.
+		cgroup.Prefetch()
+	}
 	code := runWith(os.Args, deps{t0: t0, seccompRules: policyRules})
 	initbin.ReleaseCopy() // the memfd's copy process, if no sandbox reaped it
 	os.Exit(code)

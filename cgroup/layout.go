@@ -58,6 +58,17 @@ var (
 	cachedLayout *layout
 )
 
+// Prefetch starts the layout's discovery on a goroutine of its own, for a
+// process that is about to make a Group (`sbx exec`, from main, before the
+// CLI parses anything): reading /proc/self/cgroup and mountinfo and
+// checking the bases (faccessat) then overlaps the flags, the profile and
+// the Spec on another P instead of lying on the path to the clone, which
+// waits for the Group (New, then the v1 thread move). New, Probe and
+// CleanupStale wait for it (layoutMu) and use its result; a failure to
+// read /proc is not cached, so New reads again and returns that error
+// itself.
+func Prefetch() { go currentLayout() }
+
 // currentLayout discovers the layout on first use and caches it. Errors
 // reading /proc are not cached: they are not a property of the host.
 func currentLayout() (*layout, error) {

@@ -186,8 +186,10 @@ func Run(ctx context.Context, job *Job) *Result {
 		// pipe (writeSetup): the init reads it as soon as it is
 		// confined, without waiting for the supervisor to see "ready"
 		// and answer. A warm sandbox's payload comes later, by Exec.
+		// Its line is encoded by start, once the cgroup is being made
+		// (encodeEarlyPayload).
 		s.early = &earlyPayload{pl: &job.Payload, inputs: inputs}
-		s.early.line, s.early.outputs, err = s.preparePayload(&job.Payload, pio)
+		s.early.outputs, err = s.preparePayload(&job.Payload, pio)
 	}
 	if err == nil {
 		err = s.start(ctx)
@@ -328,6 +330,9 @@ func (s *supervisor) start(ctx context.Context) error {
 	s.onTeardown(s.destroyCgroup)
 	s.tl.mark("sbx: limits set up")
 	go compileFilter(job.Spec.Seccomp, s.filter)
+	if err := s.encodeEarlyPayload(); err != nil {
+		return err
+	}
 	specLine, err := encodeCtl(ctlMsg{Kind: ctlSpec, Spec: &job.Spec})
 	if err != nil {
 		return fmt.Errorf("encode spec: %w", err)
@@ -493,7 +498,10 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 		outputs = s.early.outputs
 	} else {
 		var err error
-		if payloadLine, outputs, err = s.preparePayload(pl, pio); err != nil {
+		if outputs, err = s.preparePayload(pl, pio); err == nil {
+			payloadLine, err = encodePayload(pl)
+		}
+		if err != nil {
 			close(s.inputsDone)
 			s.cancel(err)
 			<-s.watchDone
@@ -548,16 +556,17 @@ func (s *supervisor) exec(ctx context.Context, pl *Payload, inputs []*os.File, p
 }
 
 // preparePayload opens the execution's output directory, lowers a warm
-// sandbox's limits, and encodes the payload with what this request asks
-// of the report and of the init: its control line, and what the
-// workspace report sends. It writes nothing to the init.
-func (s *supervisor) preparePayload(pl *Payload, pio IO) ([]byte, OutputSpec, error) {
+// sandbox's limits, and sets in the payload what this request asks of the
+// report and of the init; it returns what the workspace report sends.
+// The payload's control line is encodePayload's. It writes nothing to the
+// init.
+func (s *supervisor) preparePayload(pl *Payload, pio IO) (OutputSpec, error) {
 	job := s.job
 	if err := s.openSink(pio.OutputDir); err != nil {
-		return nil, OutputSpec{}, err
+		return OutputSpec{}, err
 	}
 	if err := s.applyLower(pl); err != nil {
-		return nil, OutputSpec{}, err
+		return OutputSpec{}, err
 	}
 	// What this request asks of the report and of the init travels with
 	// its payload, never in the Spec.
@@ -570,11 +579,34 @@ func (s *supervisor) preparePayload(pl *Payload, pio IO) ([]byte, OutputSpec, er
 	s.figureBytes = pl.FigureBytes
 	outputs := job.Spec.Outputs
 	outputs.Send = pl.Send
-	payloadLine, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})
+	return outputs, nil
+}
+
+// encodePayload is the payload's control line (preparePayload first).
+func encodePayload(pl *Payload) ([]byte, error) {
+	line, err := encodeCtl(ctlMsg{Kind: ctlPayload, Payload: pl})
 	if err != nil {
-		return nil, OutputSpec{}, fmt.Errorf("encode payload: %w", err)
+		return nil, fmt.Errorf("encode payload: %w", err)
 	}
-	return payloadLine, outputs, nil
+	return line, nil
+}
+
+// encodeEarlyPayload encodes Run's payload line (none for a sandbox
+// started for Exec). start calls it once the cgroup is being made
+// (setupLimits' goroutine), not Run before start: it is the process's
+// first JSON encode of a control message, encoding/json's cold
+// reflection over every type of the union (~0.3 ms), which then runs
+// beside the cgroup's mkdirs instead of before them on the path to the
+// clone, where a second P has them (issue 13). A payload too large for
+// the control pipe still fails the start before the clone; its cgroup is
+// torn down with the rest.
+func (s *supervisor) encodeEarlyPayload() error {
+	if s.early == nil {
+		return nil
+	}
+	var err error
+	s.early.line, err = encodePayload(s.early.pl)
+	return err
 }
 
 // conclude collects a run whose watch has returned: the output drained,
