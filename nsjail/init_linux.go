@@ -48,21 +48,34 @@ func Init() {
 	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
 	in.tl.on.Store(true) // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
-	go in.warmWire()
 	os.Exit(in.run())
 }
 
+// startWarmWire starts warmWire on the init's second P, once the Spec is
+// decoded: the warm-up then runs beside the mount plan (syscalls, ~1 ms)
+// and is done before the "ready" line. It used to start with the
+// runtime, beside the Spec's decode, and made that decode slower on the
+// main thread (both are encoding/json's cold first uses, allocating
+// fresh spans from the same heap) by more than it saved at "ready":
+// under SCHED_FIFO, 100 interleaved rounds, "read spec" ended 0.16 ms
+// later as root and ~0.05 ms later as uid 65534 than with it started
+// here (issue 13, "The init's start, sixth pass" in docs/DESIGN.md).
+func (in *initProc) startWarmWire() error {
+	go in.warmWire()
+	return nil
+}
+
 // warmWire fills encoding/json's per-type caches for the status line on
-// the init's second P while this thread reads the Spec and mounts. A
+// the init's second P while this thread mounts. A
 // type's first use reflects over it and every type it reaches
 // (cachedTypeFields builds each field's encoder, recursively) and
 // allocates what it finds; for StatusMsg that first use was the "ready"
 // line, on the path to the payload: "sbx: got ready" came 0.5-0.65 ms after
-// the filter's load, 0.16-0.24 ms now (issue 13, "the init's start" in
-// docs/DESIGN.md). The control messages need no warming here: the Spec's
-// decode builds every type hanging off ctlMsg, the Confine's and the
-// Payload's with it, and warming those beside it did not shorten it
-// (measured). Only the caches change: the bytes sent are the same.
+// the filter's load, 0.16-0.24 ms with the warm-up (issue 13, "the init's start" in
+// docs/DESIGN.md). The control messages need no warming: the Confine's
+// and the Payload's lines decode in a few µs once the Spec's has (their
+// types share Rlimit and ctlMsg with it). Only the caches change: the
+// bytes sent are the same.
 func (in *initProc) warmWire() {
 	json.Marshal(&StatusMsg{})
 	in.tl.mark("init: status line's JSON types warmed")
@@ -125,6 +138,7 @@ func (in *initProc) run() int {
 		{"ignore signals", ignoreSignals},
 		{"prctl PR_SET_DUMPABLE", setNotDumpable},
 		{"read spec", in.readSpec},
+		{"start status line's JSON warm-up", in.startWarmWire},
 		{"mount --make-rprivate /", makeRootPrivate},
 		{"open bind sources", func() (err error) { fds, err = openBindSources(in.spec.Mounts); return }},
 		{"mount staging root", mountStagingRoot},
