@@ -53,13 +53,14 @@ func Init() {
 
 // startWarmWire starts warmWire on the init's second P, once the Spec is
 // decoded: the warm-up then runs beside the mount plan (syscalls, ~1 ms)
-// and is done before the "ready" line. It used to start with the
+// and is usually done before the "ready" line (if not, that encode
+// builds the caches itself, as without it). It used to start with the
 // runtime, beside the Spec's decode, and made that decode slower on the
-// main thread (both are encoding/json's cold first uses, allocating
-// fresh spans from the same heap) by more than it saved at "ready":
-// under SCHED_FIFO, 100 interleaved rounds, "read spec" ended 0.16 ms
-// later as root and ~0.05 ms later as uid 65534 than with it started
-// here (issue 13, "The init's start, sixth pass" in docs/DESIGN.md).
+// main thread (both are encoding/json's cold first uses, on 2 CPUs
+// shared with the supervisor): started here instead, "read spec"
+// ended 0.085 ms (root) and 0.055 ms (uid 65534) sooner and "got
+// ready" 0.11 and 0.185 ms sooner (SCHED_FIFO, 100 interleaved rounds;
+// issue 13, "The init's start, sixth pass" in docs/DESIGN.md).
 func (in *initProc) startWarmWire() error {
 	go in.warmWire()
 	return nil
