@@ -113,6 +113,9 @@ type initProc struct {
 	// and Result.Results once the payload is gone (init_warm_linux.go,
 	// init_report_linux.go); nil without.
 	report *reportReader
+	// planMarks and maskMarks are the mount plan's and the /proc masks'
+	// steps for the timeline, named only when sent (init_marks_linux.go).
+	planMarks, maskMarks mountMarks
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -303,6 +306,9 @@ func (in *initProc) takeMarks() []Mark {
 	defer in.tl.mu.Unlock()
 	m := in.tl.marks
 	in.tl.marks = nil
+	m = in.planMarks.appendTo(m)
+	m = in.maskMarks.appendTo(m)
+	in.planMarks, in.maskMarks = mountMarks{}, mountMarks{}
 	return m
 }
 
@@ -316,11 +322,12 @@ func (in *initProc) readSpec() error {
 }
 
 func (in *initProc) applyPlan(fds []int) error {
+	in.planMarks = newMountMarks(in.spec.Mounts)
 	for i, m := range in.spec.Mounts {
 		if err := applyMount(m, fds[i]); err != nil {
 			return fmt.Errorf("%s: %w", m, err)
 		}
-		in.tl.mark("  " + m.String())
+		in.planMarks.done(i)
 	}
 	return nil
 }
