@@ -48,7 +48,6 @@ func Init() {
 	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
 	in.tl.on.Store(true) // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
-	go in.warmWire()
 	code := in.run()
 	closeSupervisorEnds()
 	os.Exit(code)
@@ -72,17 +71,32 @@ func closeSupervisorEnds() {
 	}
 }
 
+// startWarmWire starts warmWire on the init's second P, once the Spec is
+// decoded: the warm-up then runs beside the mount plan (syscalls, ~1 ms)
+// and is usually done before the "ready" line (if not, that encode
+// builds the caches itself, as without it). It used to start with the
+// runtime, beside the Spec's decode, and made that decode slower on the
+// main thread (both are encoding/json's cold first uses, on 2 CPUs
+// shared with the supervisor): started here instead, "read spec"
+// ended 0.085 ms (root) and 0.055 ms (uid 65534) sooner and "got
+// ready" 0.11 and 0.185 ms sooner (SCHED_FIFO, 100 interleaved rounds;
+// issue 13, "The init's start, sixth pass" in docs/DESIGN.md).
+func (in *initProc) startWarmWire() error {
+	go in.warmWire()
+	return nil
+}
+
 // warmWire fills encoding/json's per-type caches for the status line on
-// the init's second P while this thread reads the Spec and mounts. A
+// the init's second P while this thread mounts. A
 // type's first use reflects over it and every type it reaches
 // (cachedTypeFields builds each field's encoder, recursively) and
 // allocates what it finds; for StatusMsg that first use was the "ready"
 // line, on the path to the payload: "sbx: got ready" came 0.5-0.65 ms after
-// the filter's load, 0.16-0.24 ms now (issue 13, "the init's start" in
-// docs/DESIGN.md). The control messages need no warming here: the Spec's
-// decode builds every type hanging off ctlMsg, the Confine's and the
-// Payload's with it, and warming those beside it did not shorten it
-// (measured). Only the caches change: the bytes sent are the same.
+// the filter's load, 0.16-0.24 ms with the warm-up (issue 13, "the init's start" in
+// docs/DESIGN.md). The control messages need no warming: the Confine's
+// and the Payload's lines decode in a few µs once the Spec's has (their
+// types share Rlimit and ctlMsg with it). Only the caches change: the
+// bytes sent are the same.
 func (in *initProc) warmWire() {
 	json.Marshal(&StatusMsg{})
 	in.tl.mark("init: status line's JSON types warmed")
@@ -119,6 +133,9 @@ type initProc struct {
 	// and Result.Results once the payload is gone (init_warm_linux.go,
 	// init_report_linux.go); nil without.
 	report *reportReader
+	// planMarks and maskMarks are the mount plan's and the /proc masks'
+	// steps for the timeline, named only when sent (init_marks_linux.go).
+	planMarks, maskMarks mountMarks
 }
 
 // step is one named action of the init; the name is what the host prints
@@ -145,6 +162,7 @@ func (in *initProc) run() int {
 		{"ignore signals", ignoreSignals},
 		{"prctl PR_SET_DUMPABLE", setNotDumpable},
 		{"read spec", in.readSpec},
+		{"start status line's JSON warm-up", in.startWarmWire},
 		{"mount --make-rprivate /", makeRootPrivate},
 		{"open bind sources", func() (err error) { fds, err = openBindSources(in.spec.Mounts); return }},
 		{"mount staging root", mountStagingRoot},
@@ -308,6 +326,9 @@ func (in *initProc) takeMarks() []Mark {
 	defer in.tl.mu.Unlock()
 	m := in.tl.marks
 	in.tl.marks = nil
+	m = in.planMarks.appendTo(m)
+	m = in.maskMarks.appendTo(m)
+	in.planMarks, in.maskMarks = mountMarks{}, mountMarks{}
 	return m
 }
 
@@ -321,11 +342,12 @@ func (in *initProc) readSpec() error {
 }
 
 func (in *initProc) applyPlan(fds []int) error {
+	in.planMarks = newMountMarks(in.spec.Mounts)
 	for i, m := range in.spec.Mounts {
 		if err := applyMount(m, fds[i]); err != nil {
 			return fmt.Errorf("%s: %w", m, err)
 		}
-		in.tl.mark("  " + m.String())
+		in.planMarks.done(i)
 	}
 	return nil
 }

@@ -314,7 +314,8 @@ func (in *initProc) maskProc() error {
 	}
 	defer unix.Close(null)
 	nullPath := fmt.Sprintf("/proc/self/fd/%d", null)
-	for _, m := range in.spec.ProcMasks {
+	in.maskMarks = newMountMarks(in.spec.ProcMasks)
+	for i, m := range in.spec.ProcMasks {
 		err := applyProcMask(m, nullPath)
 		if errors.Is(err, unix.ENOENT) {
 			// Not every kernel has every file (timer_stats went in 4.11,
@@ -325,7 +326,7 @@ func (in *initProc) maskProc() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", m, err)
 		}
-		in.tl.mark("  " + m.String())
+		in.maskMarks.done(i)
 	}
 	return nil
 }
