@@ -48,16 +48,47 @@ func Init() {
 	in := &initProc{status: status, ctl: bufio.NewReaderSize(ctl, 64<<10), payloadPid: -1}
 	in.tl.on.Store(true) // dropped unless the payload asks for timings
 	in.tl.mark("init: runtime started")
+	ends := supervisorEndsNow()
 	code := in.run()
-	closeSupervisorEnds()
+	closeSupervisorEnds(ends)
 	os.Exit(code)
 }
 
+// supervisorFDs are the fds the supervisor hands the init, its ends of
+// the supervisor's pipes and sockets (wire.go): the payload's stdio as
+// the init's own 0-2, control, status, files, proxy, session.
+var supervisorFDs = [...]int{0, 1, 2, controlFD, statusFD, filesFD, proxyFD, sessionFD}
+
+// fileID is what an fd refers to: its file's device and inode.
+type fileID struct {
+	dev, ino uint64
+	open     bool
+}
+
+// supervisorEndsNow is what each of supervisorFDs refers to at the
+// init's start, before anything of its own can take their numbers.
+func supervisorEndsNow() (ids [len(supervisorFDs)]fileID) {
+	for i, fd := range supervisorFDs {
+		ids[i] = fileOf(fd)
+	}
+	return ids
+}
+
+// fileOf is fd's fileID; not open when fstat(2) fails (EBADF).
+func fileOf(fd int) fileID {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return fileID{}
+	}
+	return fileID{dev: st.Dev, ino: st.Ino, open: true}
+}
+
 // closeSupervisorEnds closes the init's ends of every pipe and socket the
-// supervisor reads or writes (the payload's stdio, which the init holds
-// as its own 0-2, the control and status pipes, the report's, the
-// proxy's and a session's sockets; the ones already closed fail with
-// EBADF), as the init's last act before exit_group. Left to the exit,
+// supervisor reads or writes (supervisorFDs) that it still holds, as its
+// last act before exit_group. An fd the init closed on the way (the
+// proxy's, the report's) may since have been reused by one of its own
+// files (the seccomp listener, the workspace, an eventfd): only an fd
+// that still refers to the file it did at the start (ends) is closed. Left to the exit,
 // the kernel releases them only with the last thread's file table, after
 // exit_mm, and the final fput of each runs as task work after
 // exit_task_namespaces, the mount namespace's teardown (kernel/exit.c,
@@ -65,9 +96,11 @@ func Init() {
 // now at once, and it collects the outputs meanwhile. Raw close(2), not
 // os.File.Close: that one waits for a read in flight on the control pipe
 // (readControl), and nothing may run after it but the exit.
-func closeSupervisorEnds() {
-	for _, fd := range []int{0, 1, 2, controlFD, statusFD, filesFD, proxyFD, sessionFD} {
-		unix.Close(fd)
+func closeSupervisorEnds(ends [len(supervisorFDs)]fileID) {
+	for i, fd := range supervisorFDs {
+		if ends[i].open && fileOf(fd) == ends[i] {
+			unix.Close(fd)
+		}
 	}
 }
 

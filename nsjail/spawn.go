@@ -160,6 +160,28 @@ func osExecMoveRange(cmd *exec.Cmd) (lo, hi int, ok bool) {
 	return next, next + len(files) + 1, true
 }
 
+// openPidfdNonblock is pidfd_open(pid, PIDFD_NONBLOCK) (Linux 5.10),
+// or, where the kernel refuses that flag (EINVAL, 5.3-5.9),
+// pidfd_open(pid, 0) with O_NONBLOCK set by fcntl: the netpoller needs
+// a non-blocking fd, and waitid with WNOHANG never blocks either way.
+func openPidfdNonblock(pid int) (int, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err == nil {
+		return fd, nil
+	}
+	if err != unix.EINVAL {
+		return -1, fmt.Errorf("pidfd_open %d PIDFD_NONBLOCK: %w", pid, err)
+	}
+	if fd, err = unix.PidfdOpen(pid, 0); err != nil {
+		return -1, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("fcntl pidfd %d F_SETFL O_NONBLOCK: %w", pid, err)
+	}
+	return fd, nil
+}
+
 // awaitExit returns once the child pid has exited, without reaping it
 // (the caller's wait then returns at once), waiting on a pidfd in Go's
 // netpoller: pidfd_open(2) (Linux 5.3) is readable once the process is
@@ -173,9 +195,9 @@ func osExecMoveRange(cmd *exec.Cmd) (lo, hi int, ok bool) {
 // pid cannot be reused under pidfd_open. An error says which step
 // failed; the caller then waits as before.
 func awaitExit(pid int) error {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	fd, err := openPidfdNonblock(pid)
 	if err != nil {
-		return fmt.Errorf("pidfd_open %d PIDFD_NONBLOCK: %w", pid, err)
+		return err
 	}
 	f := os.NewFile(uintptr(fd), "pidfd") // non-blocking: in the netpoller
 	defer f.Close()
@@ -185,14 +207,18 @@ func awaitExit(pid int) error {
 	}
 	var werr error
 	err = rc.Read(func(fd uintptr) bool {
-		// WNOWAIT: look, leave the zombie to the caller's wait. With
-		// PIDFD_NONBLOCK a live child is EAGAIN (Linux 5.10; before,
-		// si_signo 0): wait for the pidfd to become readable.
+		// WNOWAIT: look, leave the zombie to the caller's wait. A live
+		// child is EAGAIN on a non-blocking pidfd from Linux 5.10, and
+		// si_signo 0 before (waitid(2)): wait for the pidfd to become
+		// readable.
 		var info unix.Siginfo
 		werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		for werr == unix.EINTR {
+			// Not parked again on it: the pidfd becomes readable
+			// once, and the netpoller is edge-triggered.
+			werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		}
 		switch {
-		case werr == unix.EINTR:
-			return false
 		case werr == unix.EAGAIN:
 			werr = nil
 			return false

@@ -116,12 +116,13 @@ func TestInitWaitsOnOneP(t *testing.T) {
 // 0.16-0.24 ms with the warm-up (issue 13, "the init's start"). The
 // warm-up starts only once the Spec is decoded: beside that decode it
 // slowed it (issue 13, "the init's start, sixth pass"), so its start's
-// mark comes after "init: read spec" and before its own. The warmed mark
-// may come late on a loaded host (the "ready" encode then does the work
-// itself, as before), so only its presence and that order in the init's
-// timeline, and the run's success, are asserted.
+// mark and its own come after "init: read spec". Its own may come after
+// the marks were sent on a loaded host (the "ready" encode then does the
+// work itself, as before), so it must be in at least one run's timeline,
+// and after "read spec" wherever it is; and every run succeeds.
 func TestInitWarmsStatusLineTypes(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
+		sawWarmed := false
 		for _, tc := range []struct{ profile, how string }{
 			{"strict", "direct"}, {"standard", "direct"}, {"strict", "runner"}, {data("profiles/no-seccomp.toml"), "direct"},
 		} {
@@ -134,16 +135,26 @@ func TestInitWarmsStatusLineTypes(t *testing.T) {
 				t.Fatalf("%s, %s: exit %d, stdout %q: %s", tc.profile, tc.how, out.code, out.stdout, out.stderr)
 			}
 			steps := timelineSteps(out.stderr)
-			if !slices.Contains(steps, "init: status line's JSON types warmed") {
-				t.Errorf("%s, %s: no \"init: status line's JSON types warmed\" in the timeline:\n%s", tc.profile, tc.how, out.stderr)
-			}
+			// The main thread marks "read spec", then starts the
+			// warm-up and marks that: both orders are fixed. The
+			// goroutine's own mark may come before the start's (it can
+			// finish while the main thread is descheduled), or after
+			// the marks were sent, when the host is loaded: so it must
+			// follow "read spec" when it is there, and be there in at
+			// least one of the runs.
 			spec, start, warmed := slices.Index(steps, "init: read spec"), slices.Index(steps, "init: start status line's JSON warm-up"), slices.Index(steps, "init: status line's JSON types warmed")
-			if spec < 0 || start < spec || warmed < start {
-				t.Errorf("%s, %s: want \"init: read spec\", then \"init: start status line's JSON warm-up\", then \"init: status line's JSON types warmed\"; at %d, %d and %d of the timeline:\n%s", tc.profile, tc.how, spec, start, warmed, out.stderr)
+			if warmed >= 0 {
+				sawWarmed = true
+			}
+			if spec < 0 || start < spec || (warmed >= 0 && warmed < spec) {
+				t.Errorf("%s, %s: want \"init: read spec\", then \"init: start status line's JSON warm-up\" and \"init: status line's JSON types warmed\" after it; at %d, %d and %d of the timeline:\n%s", tc.profile, tc.how, spec, start, warmed, out.stderr)
 			}
 			if !slices.Contains(steps, "sbx: got ready") {
 				t.Errorf("%s, %s: no \"sbx: got ready\" in the timeline:\n%s", tc.profile, tc.how, out.stderr)
 			}
+		}
+		if !sawWarmed {
+			t.Errorf("no run's timeline has \"init: status line's JSON types warmed\": the init did not warm the status line's types")
 		}
 	})
 }

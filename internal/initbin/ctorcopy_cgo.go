@@ -38,6 +38,31 @@ int sbx_copy_pid;            // > 0: the copy process
 const char *sbx_copy_step;   // the step that failed, NULL if none did
 int sbx_copy_errno;          // and its errno
 
+// sbx_copy_keep_only closes every fd of the copy process but its three
+// (all 3 or above: sbx_copy_above_stdio): it was cloned with sbx's whole
+// fd table, the caller's stdio and any fd sbx was started with included,
+// and would hold their ends open for as long as it lives. close_range(2)
+// (Linux 5.9) over the gaps; 0-2 by close(2), so that without it the
+// caller's pipes are still let go.
+static void sbx_copy_keep_only(int a, int b, int c) {
+	int t;
+	if (a > b) { t = a; a = b; b = t; }
+	if (b > c) { t = b; b = c; c = t; }
+	if (a > b) { t = a; a = b; b = t; }
+	close(0);
+	close(1);
+	close(2);
+#ifdef SYS_close_range
+	if (a > 3)
+		syscall(SYS_close_range, 3U, (unsigned)a - 1, 0U);
+	if (b > a + 1)
+		syscall(SYS_close_range, (unsigned)a + 1, (unsigned)b - 1, 0U);
+	if (c > b + 1)
+		syscall(SYS_close_range, (unsigned)b + 1, (unsigned)c - 1, 0U);
+	syscall(SYS_close_range, (unsigned)c + 1, ~0U, 0U);
+#endif
+}
+
 // sbx_copy_child is the copy process: it waits for the request (the
 // image's file offset and length, two int64s, which only Go can compute:
 // the image is a Go symbol, local to Go's object file, so C cannot name
@@ -50,6 +75,7 @@ static void sbx_copy_child(int req, int exe, int memfd, pid_t parent) {
 	// getppid check closes the race with a parent that died first).
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 		_exit(SBX_COPY_ORPHAN);
+	sbx_copy_keep_only(req, exe, memfd);
 	int64_t r[2];
 	size_t got = 0;
 	while (got < sizeof r) {
