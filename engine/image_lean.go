@@ -39,11 +39,9 @@ func useImage(prof *profiles.Profile, _ Progress) (*Image, error) {
 // would give it what is left: nothing, and a run on the defaults,
 // without the image, whose Result would name the profile. Said instead.
 func checkRereadable(prof *profiles.Profile) error {
-	for _, name := range prof.Chain() {
-		if !profiles.IsFile(name) {
-			continue // a built-in
-		}
-		fi, err := os.Stat(name)
+	for _, path := range prof.Files() {
+		name := profiles.DisplayPath(path)
+		fi, err := os.Stat(path)
 		if err != nil {
 			return fmt.Errorf("profile %s: %w: a run on an image is handed to the full sbx, which reads the profile again", name, err)
 		}

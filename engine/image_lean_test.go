@@ -28,6 +28,13 @@ func TestLeanBuildNeedsTheFullSbx(t *testing.T) {
 	if err := os.WriteFile(file, []byte("extends = \"strict\"\nimage = \"mine\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A name that profile messages quote (a control character): the
+	// check that it can be read again stats the file, not its quoted
+	// display name.
+	quoted := filepath.Join(t.TempDir(), "img\tquoted.toml")
+	if err := os.WriteFile(quoted, []byte("extends = \"strict\"\nimage = \"mine\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name  string
 		req   Request
@@ -36,6 +43,7 @@ func TestLeanBuildNeedsTheFullSbx(t *testing.T) {
 	}{
 		{"--image", Request{Profile: "strict", Flags: withImage}, "python:3.11-slim", profiles.FromFlag},
 		{"image key", Request{Profile: file}, "mine", profiles.FromFile},
+		{"image key, a quoted file name", Request{Profile: quoted}, "mine", profiles.FromFile},
 		{"no image", Request{Profile: "strict"}, "", ""},
 		{"no image, standard", Request{Profile: "standard"}, "", ""},
 	} {

@@ -276,6 +276,9 @@ func (l *loader) loadChain(src source, data []byte, chain []source) (*Profile, E
 	}
 	errs = append(errs, p.apply(doc, src.origin)...)
 	p.chain = append([]string{src.origin.Name}, p.chain...)
+	if src.path != "" {
+		p.files = append([]string{src.path}, p.files...)
+	}
 	return p, append(errs, baseErrs...)
 }
 
@@ -370,3 +373,11 @@ func (p *Profile) Origin(key string) Origin {
 // Chain lists the profiles that were read: the profile itself first,
 // then what it extends, and so on.
 func (p *Profile) Chain() []string { return p.chain }
+
+// Files lists the profile files that were read, in Chain's order, as
+// they were opened: paths to open again, where Chain's are for display.
+func (p *Profile) Files() []string { return p.files }
+
+// DisplayPath is a file name as the profile's errors print it
+// (displayPath).
+func DisplayPath(path string) string { return displayPath(path) }

@@ -51,7 +51,10 @@ type Profile struct {
 	// root (instead of the host's /usr; not with filesystem.rootfs) and
 	// its Env is applied under sbx's base environment. Its WorkingDir is
 	// not used: the working directory stays the workspace. Empty means
-	// none.
+	// none. A run on an image is handed to the full sbx the installed
+	// one embeds, which reads the profile again: a profile that names
+	// one (itself or through extends) must be a file, not a pipe
+	// (`--profile <(...)` is refused, saying so).
 	Image      string     `toml:"image"`
 	Limits     Limits     `toml:"limits"`
 	Filesystem Filesystem `toml:"filesystem"`
@@ -74,6 +77,9 @@ type Profile struct {
 	// chain is the profiles that were read, the profile itself first and
 	// then what it extends, for `sbx profile show`.
 	chain []string
+	// files is the profile files among them, in the same order, as they
+	// were opened (chain's names may be quoted for display).
+	files []string
 }
 
 // Limits are enforced by the mechanism the Result names (cgroup, rlimit,
