@@ -3,7 +3,16 @@ package main
 import (
 	"os"
 	"os/signal"
+
+	"github.com/sbx-sandbox/sbx/internal/sigfwd"
+	"github.com/sbx-sandbox/sbx/nsjail"
 )
+
+// signalsMark is when the signals' registration was done, for
+// --debug-timings; taken after Channel.
+func signalsMark(f *sigfwd.Forwarding) nsjail.Mark {
+	return nsjail.Mark{Name: "sbx: signals registered (beside the inits and the CLI)", NS: f.RegisteredNS()}
+}
 
 // stopForwarding ends the forwarding of sbx exec's signals to its payload
 // once the run is over, without waiting for it. signal.Stop hands each of
