@@ -63,8 +63,8 @@ type deps struct {
 	// name only (profiles/ need not import seccomp/).
 	seccompRules func(policy string) ([]string, error)
 	// signals is sbx exec's registration of the signals it forwards,
-	// begun by a package init (internal/sigfwd); nil begins it in the
-	// exec action.
+	// begun by a package init (internal/sigfwd); nil registers them in
+	// line, in the exec action.
 	signals *sigfwd.Forwarding
 }
 
@@ -274,10 +274,7 @@ func execCommand(rawArgs []string, d deps) *cli.Command {
 // execAction is flags in, Result out: engine.Build makes the Config,
 // engine.Run runs it, and the Result is printed or streamed.
 func execAction(c *cli.Context, rawArgs []string, d deps) error {
-	t0, fwd := d.t0, d.signals
-	if fwd == nil {
-		fwd = sigfwd.Start()
-	}
+	t0 := d.t0
 	marks := []nsjail.Mark{{Name: "sbx: flags parsed", NS: nsjail.MonotonicNS()}}
 	if ns := nsjail.ConstructorNS(); ns > 0 && ns <= t0 {
 		// The timeline starts before main: what lies between is Go's
@@ -392,15 +389,22 @@ func execAction(c *cli.Context, rawArgs []string, d deps) error {
 	if sc.usedStdin {
 		stdin = nil
 	}
-	// From here on a signal is the run's (sigfwd.Forwarding.Channel).
-	sigs := fwd.Channel()
+	// From here on a signal is the run's: forwarded to the payload, or
+	// the end of its report (internal/sigfwd).
+	var sigs chan os.Signal
+	if d.signals != nil {
+		sigs = d.signals.Channel()
+		marks = append(marks, signalsMark(d.signals, t0))
+	} else {
+		sigs = sigfwd.InLine()
+	}
 	defer stopForwarding(sigs)
 	opts := engine.Options{Stdin: stdin, OutputDir: c.String("output-dir"), Signals: sigs}
 	if !asJSON {
 		opts.Stdout, opts.Stderr = os.Stdout, os.Stderr
 	}
 	if c.Bool("debug-timings") {
-		marks = append(marks, signalsMark(fwd), nsjail.Mark{Name: "sbx: spec built", NS: nsjail.MonotonicNS()})
+		marks = append(marks, nsjail.Mark{Name: "sbx: spec built", NS: nsjail.MonotonicNS()})
 		opts.Timings, opts.T0, opts.Marks = os.Stderr, t0, marks
 	}
 	res := engine.Run(context.Background(), cfg, payload, opts)

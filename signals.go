@@ -9,9 +9,14 @@ import (
 )
 
 // signalsMark is when the signals' registration was done, for
-// --debug-timings; taken after Channel.
-func signalsMark(f *sigfwd.Forwarding) nsjail.Mark {
-	return nsjail.Mark{Name: "sbx: signals registered (beside the inits and the CLI)", NS: f.RegisteredNS()}
+// --debug-timings; taken after Channel. One done during the package inits
+// is marked at main's start (t0): the timeline's main step stays the
+// runtime and the inits.
+func signalsMark(f *sigfwd.Forwarding, t0 int64) nsjail.Mark {
+	if ns := f.RegisteredNS(); ns > t0 {
+		return nsjail.Mark{Name: "sbx: signals registered (beside the CLI)", NS: ns}
+	}
+	return nsjail.Mark{Name: "sbx: signals registered (during the package inits)", NS: t0}
 }
 
 // stopForwarding ends the forwarding of sbx exec's signals to its payload

@@ -14,19 +14,27 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbx-sandbox/sbx/internal/leanexec"
 )
 
 // early is this process's registration when it is `sbx exec`.
 var early *Forwarding
 
+// init begins the registration for `sbx exec` on two Ps (as root). On the
+// one P of an unprivileged exec (leanexec, whose init runs first: it is
+// imported) the goroutine's hand-offs to the signal-mask thread only
+// interleave with the inits and the CLI on the same P, and cost more than
+// they hide: ab.py, 100 pairs at load 6.4, uid 65534 +1.01 ms wall, root
+// −2.08 ms (docs/DESIGN.md). There the run registers in line (InLine).
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == "exec" {
+	if len(os.Args) > 1 && os.Args[1] == "exec" && !leanexec.OneP(os.Args, os.Geteuid()) {
 		early = Start()
 	}
 }
 
-// Early is the registration begun by the package init: `sbx exec` only
-// (serve and repl register their own signals), nil otherwise.
+// Early is the registration begun by the package init: `sbx exec` on two
+// Ps only (serve and repl register their own signals), nil otherwise.
 func Early() *Forwarding { return early }
 
 // Signals are the signals sbx exec passes to its payload once a
@@ -115,6 +123,15 @@ func (f *Forwarding) Channel() chan os.Signal {
 	close(f.commit)
 	<-f.handed
 	return f.sigs
+}
+
+// InLine registers Signals now and returns their channel: the run's
+// registration where no Early one was begun, at the same point, before
+// anything is made.
+func InLine() chan os.Signal {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, Signals...)
+	return c
 }
 
 // RegisteredNS is when Notify returned, on CLOCK_MONOTONIC, for
