@@ -20,7 +20,7 @@ func TestGenDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	man, _ := os.ReadFile(filepath.Join(dir, "sbx.1"))
-	for _, f := range execCommand(nil, 0).Flags {
+	for _, f := range execCommand(nil, deps{}).Flags {
 		if name := f.Names()[0]; !strings.Contains(string(man), `\fB`+dashed(name)+`\fP`) && !strings.Contains(string(man), `\fB`+dashed(name)+`,`) {
 			t.Errorf("sbx.1 lacks %s", dashed(name))
 		}

@@ -15,12 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -30,6 +28,7 @@ import (
 	"github.com/sbx-sandbox/sbx/internal/initbin"
 	_ "github.com/sbx-sandbox/sbx/internal/leanexec" // one P for an unprivileged exec, before the other inits
 	"github.com/sbx-sandbox/sbx/internal/oserr"
+	"github.com/sbx-sandbox/sbx/internal/sigfwd" // exec's signals registered from its init
 	"github.com/sbx-sandbox/sbx/internal/version"
 	"github.com/sbx-sandbox/sbx/nsjail"
 	"github.com/sbx-sandbox/sbx/profiles"
@@ -50,7 +49,7 @@ func main() {
 		// inside signal.Notify's hand-offs and delayed the start instead.
 		cgroup.Prefetch()
 	}
-	code := runWith(os.Args, deps{t0: t0, seccompRules: policyRules})
+	code := runWith(os.Args, deps{t0: t0, seccompRules: policyRules, signals: sigfwd.Early()})
 	initbin.ReleaseCopy() // the memfd's copy process, if no sandbox reaped it
 	os.Exit(code)
 }
@@ -63,6 +62,10 @@ type deps struct {
 	// show`, one line per rule with its reason; nil prints the policy by
 	// name only (profiles/ need not import seccomp/).
 	seccompRules func(policy string) ([]string, error)
+	// signals is sbx exec's registration of the signals it forwards,
+	// begun by a package init (internal/sigfwd); nil registers them in
+	// line, in the exec action.
+	signals *sigfwd.Forwarding
 }
 
 // metaExit is the key of App.Metadata where a command that cannot return
@@ -197,7 +200,7 @@ func newAppWith(args []string, d deps) *cli.App {
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and commit of this sbx"}
 	cli.VersionPrinter = func(*cli.Context) { fmt.Println(versionLine()) }
 	commands := []*cli.Command{
-		execCommand(args, d.t0),
+		execCommand(args, d),
 		profileCommand(d.seccompRules),
 		doctorCommand(),
 		withOpsFlags(serveCommand()),
@@ -225,7 +228,7 @@ func newAppWith(args []string, d deps) *cli.App {
 	}
 }
 
-func execCommand(rawArgs []string, t0 int64) *cli.Command {
+func execCommand(rawArgs []string, d deps) *cli.Command {
 	return &cli.Command{
 		Name:      "exec",
 		Usage:     "run a Python script, Python code, or a program in a sandbox",
@@ -264,13 +267,14 @@ func execCommand(rawArgs []string, t0 int64) *cli.Command {
 			&cli.BoolFlag{Name: "audit-output", Usage: "also log the payload's stdout and stderr in the audit line"},
 			&cli.StringSliceFlag{Name: "resolve", Usage: "with --net allow, resolve `NAME:PORT:ADDR` to ADDR for this run, like curl's --resolve (repeatable); NAME must still be allowed"},
 		}, profileFlags()...)),
-		Action: func(c *cli.Context) error { return execAction(c, rawArgs, t0) },
+		Action: func(c *cli.Context) error { return execAction(c, rawArgs, d) },
 	}
 }
 
 // execAction is flags in, Result out: engine.Build makes the Config,
 // engine.Run runs it, and the Result is printed or streamed.
-func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
+func execAction(c *cli.Context, rawArgs []string, d deps) error {
+	t0 := d.t0
 	marks := []nsjail.Mark{{Name: "sbx: flags parsed", NS: nsjail.MonotonicNS()}}
 	if ns := nsjail.ConstructorNS(); ns > 0 && ns <= t0 {
 		// The timeline starts before main: what lies between is Go's
@@ -385,8 +389,15 @@ func execAction(c *cli.Context, rawArgs []string, t0 int64) error {
 	if sc.usedStdin {
 		stdin = nil
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// From here on a signal is the run's: forwarded to the payload, or
+	// the end of its report (internal/sigfwd).
+	var sigs chan os.Signal
+	if d.signals != nil {
+		sigs = d.signals.Channel()
+		marks = append(marks, signalsMark(d.signals, t0))
+	} else {
+		sigs = sigfwd.InLine()
+	}
 	defer stopForwarding(sigs)
 	opts := engine.Options{Stdin: stdin, OutputDir: c.String("output-dir"), Signals: sigs}
 	if !asJSON {

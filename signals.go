@@ -3,7 +3,21 @@ package main
 import (
 	"os"
 	"os/signal"
+
+	"github.com/sbx-sandbox/sbx/internal/sigfwd"
+	"github.com/sbx-sandbox/sbx/nsjail"
 )
+
+// signalsMark is when the signals' registration was done, for
+// --debug-timings; taken after Channel. One done during the package inits
+// is marked at main's start (t0): the timeline's main step stays the
+// runtime and the inits.
+func signalsMark(f *sigfwd.Forwarding, t0 int64) nsjail.Mark {
+	if ns := f.RegisteredNS(); ns > t0 {
+		return nsjail.Mark{Name: "sbx: signals registered (beside the CLI)", NS: ns}
+	}
+	return nsjail.Mark{Name: "sbx: signals registered (during the package inits)", NS: t0}
+}
 
 // stopForwarding ends the forwarding of sbx exec's signals to its payload
 // once the run is over, without waiting for it. signal.Stop hands each of
