@@ -5,6 +5,7 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,17 +180,25 @@ func TestSignalEndsStuckReport(t *testing.T) {
 		defer killMarked(m)
 		s := r.start(t, "exec", "--json", "--timeout", "600s", "--fsize", "256M", data("sparse_report.py"), m, "1000")
 		// The report phase: the payload was seen, and is gone, while sbx
-		// still runs.
-		seen := false
+		// still runs. Gone is reaped: its /proc entry is no more. An
+		// exiting payload's cmdline reads empty once its memory is
+		// torn down, before the init has reaped it and knows its exit
+		// (proc(5), /proc/pid/cmdline): a SIGTERM sent then reaches the
+		// run before its end, and the Result rightly says "signal".
+		payloads := map[int]bool{}
 		for deadline := time.Now().Add(time.Minute); ; {
-			n := 0 // sbx's own argv holds the marker too
 			for _, pid := range processesWith(m) {
-				if pid != s.cmd.Process.Pid {
-					n++
+				if pid != s.cmd.Process.Pid { // sbx's own argv holds the marker too
+					payloads[pid] = true
 				}
 			}
-			seen = seen || n > 0
-			if seen && n == 0 {
+			gone := len(payloads) > 0
+			for pid := range payloads {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+					gone = false
+				}
+			}
+			if gone {
 				break
 			}
 			select {
@@ -200,7 +209,7 @@ func TestSignalEndsStuckReport(t *testing.T) {
 			if time.Now().After(deadline) {
 				s.cmd.Process.Kill()
 				<-s.done
-				t.Fatalf("payload seen %v, never ended", seen)
+				t.Fatalf("payload seen %v, never ended", len(payloads) > 0)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
