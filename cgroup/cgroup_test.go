@@ -874,7 +874,7 @@ func TestSupervisorLeaf(t *testing.T) {
 			}
 		}
 		// The helpers have exited: their leaves are empty and stale.
-		if err := cleanupDir(dir, "", map[string]bool{}); err != nil {
+		if _, err := cleanupDir(dir, "", map[string]bool{}); err != nil {
 			t.Fatal(err)
 		}
 		if left, _ := filepath.Glob(filepath.Join(dir, "sbx-*")); len(left) > 0 {

@@ -21,7 +21,10 @@ import (
 //     its init (without the lock, one sbx's cleanup could remove another
 //     sbx's fresh cgroup);
 //   - a cgroup with processes or child cgroups: rmdir refuses with EBUSY,
-//     so nothing is read first. Killing leftovers is not its job.
+//     so nothing is read first. Killing leftovers is not its job, but
+//     for one: a group of the v1 freezer hierarchy left frozen by an sbx
+//     that died inside its kill, whose processes would otherwise never
+//     end (thawFrozen).
 //
 // With nothing to clean it costs one directory read per hierarchy.
 func CleanupStale() error {
@@ -43,9 +46,21 @@ func CleanupStale() error {
 	own := lay.ownV2()
 	live := map[string]bool{}
 	var errs []error
+	thawed := false
 	for _, base := range bases {
-		if err := cleanupDir(base, own, live); err != nil {
+		t, err := cleanupDir(base, own, live)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		thawed = thawed || t
+	}
+	if thawed {
+		// A group thawed in the freezer hierarchy was busy in those
+		// visited before it: its tasks are gone now, so once more.
+		for _, base := range bases {
+			if _, err := cleanupDir(base, own, live); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -58,10 +73,10 @@ func CleanupStale() error {
 // concurrent removal in its stride. They are not tried again, so a busy
 // host's scan costs a lock attempt per live sandbox, not one per
 // hierarchy.
-func cleanupDir(base, own string, live map[string]bool) error {
+func cleanupDir(base, own string, live map[string]bool) (thawed bool, err error) {
 	names, err := staleCandidates(base)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var errs []error
 	for _, name := range names {
@@ -72,15 +87,16 @@ func cleanupDir(base, own string, live map[string]bool) error {
 			// a live Group of another sbx: skip the open, flock and close.
 			continue
 		}
-		busy, err := removeIfStale(path)
+		busy, t, err := removeIfStale(path)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if busy {
 			live[name] = true
 		}
+		thawed = thawed || t
 	}
-	return errors.Join(errs...)
+	return thawed, errors.Join(errs...)
 }
 
 // staleCandidates lists the sbx-* entries of base, with one open and
@@ -156,24 +172,62 @@ func held(path string) bool {
 }
 
 // removeIfStale removes path unless a live Group holds its lock (busy).
-func removeIfStale(path string) (busy bool, err error) {
+// A stale group left frozen is killed and thawed first (thawed), and
+// removed once its tasks are gone (thawFrozen).
+func removeIfStale(path string) (busy, thawed bool, err error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return false, nil // gone meanwhile, or a file (no cgroup is)
+			return false, false, nil // gone meanwhile, or a file (no cgroup is)
 		}
-		return false, fmt.Errorf("cleanup: open %s: %w", path, err)
+		return false, false, fmt.Errorf("cleanup: open %s: %w", path, err)
 	}
 	defer unix.Close(fd)
 	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return true, nil // a live Group owns it
+			return true, false, nil // a live Group owns it
 		}
-		return false, fmt.Errorf("cleanup: flock %s: %w", path, err)
+		return false, false, fmt.Errorf("cleanup: flock %s: %w", path, err)
 	}
 	err = unix.Rmdir(path)
+	if errors.Is(err, unix.EBUSY) {
+		if thawed, err = thawFrozen(path); err != nil || !thawed {
+			return false, false, err
+		}
+		err = unix.Rmdir(path)
+	}
 	if err == nil || errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOENT) {
+		return false, thawed, nil
+	}
+	return false, thawed, fmt.Errorf("cleanup: rmdir %s: %w", path, err)
+}
+
+// thawFrozen kills and thaws a stale group of the v1 freezer hierarchy
+// that is left frozen, and waits (up to a second) for its tasks to go:
+// an sbx that died inside killV1, between its freeze and its thaw, left
+// the sandbox's processes frozen for good. A frozen task never runs, so
+// neither the SIGKILLs nor its Pdeathsig end it, and rmdir only ever
+// says EBUSY (cgroup-v1/freezer-subsystem.rst). The group's lock is
+// held, so no live sbx owns it; its listed pids cannot exit and be
+// reused while it is frozen. false when path has no freezer.state (not
+// the freezer hierarchy, or cgroup v2, where a frozen task still dies
+// of SIGKILL) or is not frozen.
+func thawFrozen(path string) (bool, error) {
+	state := filepath.Join(path, "freezer.state")
+	b, err := readFile(state)
+	if err != nil || string(b) == "THAWED\n" {
 		return false, nil
 	}
-	return false, fmt.Errorf("cleanup: rmdir %s: %w", path, err)
+	kerr := killAll([]string{path})
+	if err := writeFile(state, "THAWED"); err != nil {
+		return false, errors.Join(kerr, fmt.Errorf("cleanup: thaw %s: %w", path, err))
+	}
+	waitFor(func() bool {
+		pids, err := readPids(filepath.Join(path, "cgroup.procs"))
+		return err != nil || len(pids) == 0
+	})
+	if kerr != nil {
+		return true, fmt.Errorf("cleanup: %s was frozen: %w", path, kerr)
+	}
+	return true, nil
 }

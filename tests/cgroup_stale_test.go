@@ -107,3 +107,82 @@ func TestStaleGroupOfKilledSbxRemovedByNextRun(t *testing.T) {
 		}
 	})
 }
+
+// TestStaleFrozenGroupThawedByNextRun: an sbx that dies inside its v1
+// kill (cgroup.killV1: freeze, SIGKILL each pid, thaw), between the
+// freeze and the thaw, leaves its sandbox frozen: a frozen task never
+// runs, so neither the SIGKILLs nor Pdeathsig end it, and the group
+// stays busy forever. The test freezes a held sandbox's freezer group as
+// killV1 does and SIGKILLs its sbx; the next run's CleanupStale must
+// kill and thaw it, so that no process of it is left, and remove the
+// group in every hierarchy. Before, the init and payload stayed in state
+// D for good (found when a dry run of CI was stopped by SIGTERM while a
+// server killed a session). cgroup v1 only: v2's freezer lets a fatal
+// signal through (killV2).
+func TestStaleFrozenGroupThawedByNextRun(t *testing.T) {
+	forEach(t, func(t *testing.T, r runner) {
+		requireV1Group(t, r)
+		m := marker(t)
+		defer killMarked(m)
+		h, sg := holdV1Sandbox(t, r, m)
+		dirs := groupDirs(t, sg)
+		freezer := v1Dir(t, "freezer", sg.paths["freezer"])
+		state := filepath.Join(freezer, "freezer.state")
+		t.Cleanup(func() {
+			// If the test failed: nothing else would ever end them.
+			os.WriteFile(state, []byte("THAWED"), 0)
+			killMarked(m)
+			syscall.Kill(sg.init, syscall.SIGKILL)
+			time.Sleep(100 * time.Millisecond)
+			for _, d := range dirs {
+				syscall.Rmdir(d)
+			}
+		})
+		if err := os.WriteFile(state, []byte("FROZEN"), 0); err != nil {
+			h.stop()
+			t.Fatalf("freeze %s: %v", freezer, err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			b, _ := os.ReadFile(state)
+			if string(b) == "FROZEN\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				h.stop()
+				t.Fatalf("%s never froze: %q", freezer, b)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := syscall.Kill(sg.sbx, syscall.SIGKILL); err != nil {
+			h.stop()
+			t.Fatalf("kill sbx %d: %v", sg.sbx, err)
+		}
+		h.cmd.Wait()
+		// Frozen, the init takes no Pdeathsig: it is still there.
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", sg.init)); err != nil {
+			t.Fatalf("the frozen init %d is gone after its sbx was killed (%v): the test froze nothing", sg.init, err)
+		}
+		// The next run: its CleanupStale runs once its payload has
+		// started; the payload outlasts the thaw's wait.
+		res, out := r.result(t, "--pids", "64", "-c", "import time; time.sleep(2)")
+		if res.Status != nsjail.StatusOK {
+			t.Fatalf("next run: %s (%s): %s", res.Status, res.Message, out.stderr)
+		}
+		b, _ := os.ReadFile(state)
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", sg.init))
+			if errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("30 s after the next run, the frozen sandbox's init %d is still there (freezer.state %q)", sg.init, b)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, d := range dirs {
+			if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s of the frozen sandbox is still there after the next run (stat: %v)", d, err)
+			}
+		}
+	})
+}
