@@ -49,6 +49,19 @@ func ParseSize(s string) (int64, error) {
 			break
 		}
 	}
+	// A whole number is read as one: through a float64, a byte count past
+	// 2^53 ("100000000000000001") came back rounded, and a profile that
+	// sbx printed read back as a different limit (found by FuzzLoad).
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+		m := int64(mult)
+		switch {
+		case n < 0:
+			return 0, ErrNegative
+		case n > math.MaxInt64/m:
+			return 0, ErrTooLarge
+		}
+		return n * m, nil
+	}
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, ErrNotSize

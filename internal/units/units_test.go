@@ -32,6 +32,29 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+// TestParseSizeExactPast2To53: a byte count that a float64 cannot hold
+// (FuzzLoad found 100000000000000001 read back as ...000000) must read
+// back exactly what FormatSize printed, with or without a unit.
+func TestParseSizeExactPast2To53(t *testing.T) {
+	for _, n := range []int64{1<<53 + 1, 100000000000000001, math.MaxInt64, 8191<<40 + 1<<30 + 1} {
+		for _, s := range []string{FormatSize(n), " " + FormatSize(n) + " "} {
+			if got, err := ParseSize(s); err != nil || got != n {
+				t.Errorf("ParseSize(%q) = %d, %v; want %d", s, got, err, n)
+			}
+		}
+	}
+	for in, want := range map[string]int64{"8388607T": 8388607 << 40, "4503599627370497K": 4503599627370497 << 10} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"8388608T", "9223372036854775808", "9007199254740993T"} {
+		if _, err := ParseSize(in); !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrNotSize) {
+			t.Errorf("ParseSize(%q) error = %v, want too large", in, err)
+		}
+	}
+}
+
 func TestHumanSize(t *testing.T) {
 	for n, want := range map[int64]string{
 		1 << 30: "1 GiB", 3 << 29: "1.5 GiB", 128 << 20: "128 MiB", 1 << 20: "1 MiB",
