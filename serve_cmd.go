@@ -137,6 +137,7 @@ func serveAction(c *cli.Context) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	ignoreSIGPIPE()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -185,4 +186,19 @@ func others(names []string, skip string) []string {
 		}
 	}
 	return out
+}
+
+// ignoreSIGPIPE keeps a server alive when the reader of its stderr is
+// gone (a journal restarted, a terminal closed, a test's pipe dropped):
+// Go ends a program with SIGPIPE when a write to fd 1 or 2 fails with
+// EPIPE, unless the program asked for SIGPIPE with signal.Notify (os/signal,
+// "SIGPIPE"). Without this, the drain's first log line killed the server
+// in the middle of killing its sandboxes, and a v1 sandbox was left frozen
+// until the next sbx's stale cleanup. Notify, not signal.Ignore: an
+// ignored disposition is inherited across execve (signal(7)), and the
+// runtime resets to SIG_DFL in a child only the signals it handles, so
+// every process the server starts keeps the default. Log lines written
+// after the reader is gone are lost; the audit log is a file and is not.
+func ignoreSIGPIPE() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }

@@ -530,6 +530,97 @@ func TestServeDrain(t *testing.T) {
 	})
 }
 
+// A server whose stderr's reader is gone (a journal restarted, a closed
+// terminal) still drains: its log lines fail with EPIPE instead of ending
+// it by SIGPIPE in the middle of killing its sandboxes (which, on cgroup
+// v1, left a sandbox frozen until the next sbx's stale cleanup). It exits
+// 0 and leaves nothing.
+func TestServeDrainsWithItsLogReaderGone(t *testing.T) {
+	forEachParallel(t, func(t *testing.T, r runner) {
+		tmp := filepath.Join(ownedDir(t, r), "tmp")
+		os.Mkdir(tmp, 0o700)
+		os.Chown(tmp, r.uid, r.uid)
+		mark := marker(t)
+		defer killMarked(mark)
+		cmd := r.command("serve", "--listen", "127.0.0.1:0", "--drain-timeout", "2s")
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				<-exited
+			}
+		})
+		first := make(chan string, 1)
+		go func() {
+			l, _ := bufio.NewReader(pr).ReadString('\n')
+			first <- l
+		}()
+		var addr string
+		select {
+		case l := <-first:
+			a, ok := strings.CutPrefix(l, "sbx serve: listening on ")
+			if !ok {
+				t.Fatalf("sbx serve's first line: %q", l)
+			}
+			addr = strings.SplitN(a, ";", 2)[0]
+		case <-time.After(30 * time.Second):
+			t.Fatal("sbx serve did not listen within 30s")
+		}
+		// The reader goes: every later write to the server's stderr
+		// gets EPIPE.
+		pr.Close()
+		s := &server{t: t, cmd: cmd, base: "http://" + addr, tmp: tmp, stderr: &lockedBuffer{}, exited: exited}
+		resp, ch := s.stream(map[string]any{"argv": []string{"python3", "-c", "import time; print('up', flush=True); time.sleep(120)", mark}})
+		defer resp.Body.Close()
+		if l, ok := <-ch; !ok || l.ev["type"] != "stdout" {
+			t.Fatalf("long run did not start: %v", l.ev)
+		}
+		pid := cmd.Process.Pid
+		cmd.Process.Signal(syscall.SIGTERM)
+		var last line
+		for l := range ch {
+			last = l
+		}
+		res, _ := last.ev["result"].(map[string]any)
+		if last.ev["type"] != "result" || res["status"] != string(nsjail.StatusCanceled) {
+			t.Errorf("the drained run's result: %v", last.ev)
+		}
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("sbx serve with its stderr's reader gone, after the drain: %v, want exit 0", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("sbx serve did not exit after the drain")
+		}
+		if left := processesWith(mark); len(left) > 0 {
+			t.Errorf("payload processes left: %v", left)
+		}
+		if children := childrenOf(pid); len(children) > 0 {
+			t.Errorf("processes of the server left: %v", children)
+		}
+		if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+			t.Errorf("temp files of the server left in its TMPDIR: %v", ents)
+		}
+		if id, _ := res["id"].(string); id != "" {
+			if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
+				t.Errorf("cgroups of run %s left: %v", id, cg)
+			}
+		}
+	})
+}
+
 // A slow client holds a connection, never the worker: with one worker
 // and no queue, a client stuck in its body does not make the next request
 // a 429, and is answered 408 when its body deadline passes. A body past
