@@ -409,7 +409,7 @@ func TestBadInput(t *testing.T) {
 
 func TestSignalsForwarded(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
-		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 			cmd := r.command("exec", data("trap.py"))
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {

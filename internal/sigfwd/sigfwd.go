@@ -38,9 +38,13 @@ func init() {
 func Early() *Forwarding { return early }
 
 // Signals are the signals sbx exec passes to its payload once a
-// sandbox exists (README, "SIGINT and SIGTERM go to the payload"; SIGHUP
-// too, for a closed terminal). Any other signal has Go's default action.
-var Signals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+// sandbox exists (README, "Signals"): SIGINT and SIGTERM; SIGHUP, for a
+// closed terminal; SIGQUIT, for Ctrl-\, which the payload, in a session
+// of its own (setsid), never gets from the terminal. Go's default for
+// SIGQUIT is a goroutine dump and exit 2, which ended sbx mid-run with a
+// Go stack and left the sandbox's cgroup to the next run's stale
+// cleanup. Any other signal has Go's default action.
+var Signals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // Forwarding is sbx exec's registration of Signals, begun on a goroutine
 // of its own from this package's init (issue 13): signal.Notify hands each
