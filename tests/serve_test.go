@@ -513,21 +513,29 @@ func TestServeDrain(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatalf("sbx serve did not exit after the drain:\n%s", s.stderr)
 		}
-		if left := processesWith(mark); len(left) > 0 {
-			t.Errorf("payload processes left: %v", left)
-		}
-		if children := childrenOf(pid); len(children) > 0 {
-			t.Errorf("processes of the server left: %v", children)
-		}
-		if ents, _ := os.ReadDir(s.tmp); len(ents) > 0 {
-			t.Errorf("temp files of the server left in its TMPDIR: %v", ents)
-		}
-		for _, id := range []string{quick.ID, fmt.Sprint(res["id"])} {
-			if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
-				t.Errorf("cgroups of run %s left: %v", id, cg)
-			}
-		}
+		drainedLeftNothing(t, pid, mark, s.tmp, quick.ID, fmt.Sprint(res["id"]))
 	})
+}
+
+// drainedLeftNothing checks what a drained server (pid) must not leave:
+// payload processes with mark, children, files in its TMPDIR, or the
+// cgroups of the runs ids.
+func drainedLeftNothing(t *testing.T, pid int, mark, tmp string, ids ...string) {
+	t.Helper()
+	if left := processesWith(mark); len(left) > 0 {
+		t.Errorf("payload processes left: %v", left)
+	}
+	if children := childrenOf(pid); len(children) > 0 {
+		t.Errorf("processes of the server left: %v", children)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+		t.Errorf("temp files of the server left in its TMPDIR: %v", ents)
+	}
+	for _, id := range ids {
+		if cg := cgroupsNamed("sbx-" + id); id != "" && len(cg) > 0 {
+			t.Errorf("cgroups of run %s left: %v", id, cg)
+		}
+	}
 }
 
 // A server whose stderr's reader is gone (a journal restarted, a closed
@@ -604,20 +612,8 @@ func TestServeDrainsWithItsLogReaderGone(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatal("sbx serve did not exit after the drain")
 		}
-		if left := processesWith(mark); len(left) > 0 {
-			t.Errorf("payload processes left: %v", left)
-		}
-		if children := childrenOf(pid); len(children) > 0 {
-			t.Errorf("processes of the server left: %v", children)
-		}
-		if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
-			t.Errorf("temp files of the server left in its TMPDIR: %v", ents)
-		}
-		if id, _ := res["id"].(string); id != "" {
-			if cg := cgroupsNamed("sbx-" + id); len(cg) > 0 {
-				t.Errorf("cgroups of run %s left: %v", id, cg)
-			}
-		}
+		id, _ := res["id"].(string)
+		drainedLeftNothing(t, pid, mark, tmp, id)
 	})
 }
 
