@@ -128,7 +128,13 @@ bench: sbx
 # of its own (tests/vm/own-cgroup.sh, like systemd-run --scope). Binaries
 # are built here; the VM shares them and the checkout read-only.
 VMTEST  ?= $(firstword $(wildcard $(CURDIR)/../shared/vmtest/run-in-vm.sh /work/shared/vmtest/run-in-vm.sh))
-VMDIR   ?= /var/tmp/sbx-vmtest
+# VMDIR and RACEDIR are per make (its pid, $$PPID of the shell), so that
+# two runs at once (a CI dry run beside a hand-run make vmtest) do not
+# remove each other's binaries; each run removes its own, and those of
+# runs whose make is gone (a failed test stops the recipe before its rm).
+MAKEPID := $(shell echo $$PPID)
+rmstale = for d in $(1).*; do [ -d "$$d" ] && ! kill -0 "$${d\#\#*.}" 2>/dev/null && rm -rf "$$d"; done; true
+VMDIR   ?= /var/tmp/sbx-vmtest.$(MAKEPID)
 VMTESTS ?= TestHello|TestInitClonedWithoutFullFork|TestUserNSOwnedByRunUID|TestResultContract|TestIsolation|TestMemoryLimit|TestForkBombContained|TestCPUTimeLimit|TestCPUTimeIsTotal|TestCPUTimeCountsShortLived|TestCPUTimeCountsThreadForks|TestCPUTimeCountsUnwaitedChildren|TestPidsRlimitPerSandbox|TestWallTimeout|TestCPUQuota|TestDoctorTellsTheTruth|TestRequireCgroup|TestLayersAndDegradedWarning|TestSandboxDropsRealtimeScheduling|TestZZNothingLeftBehind
 # race-integration: a race-built sbx (supervisor and init alike) through
 # the integration tests that drive its goroutines hardest: the timeline
@@ -137,10 +143,11 @@ VMTESTS ?= TestHello|TestInitClonedWithoutFullFork|TestUserNSOwnedByRunUID|TestR
 # race, which fails the test. Dynamic: -race does not link statically.
 # It is the full sbx, not the lean one of make sbx: the races are in the
 # code both share (and serve's), not in which binary runs it.
-RACEDIR   ?= /var/tmp/sbx-race
+RACEDIR   ?= /var/tmp/sbx-race.$(MAKEPID)
 RACETESTS ?= TestHello|TestDebugTimingsShowEveryStep|TestNetworkCapsAndAbuse|TestEgressWithoutProxyVariables|TestWallTimeout|TestSignalsForwarded|TestOutputHardlinks|TestCPUTimeIsTotal|TestDenialFloodDoesNotHang|TestServeStreamAndAdmission|TestServeDrain
 race-integration: deps precompiled
 	@echo "make: race-integration: a -race build of sbx through $(RACETESTS)"
+	$(call rmstale,/var/tmp/sbx-race)
 	rm -rf $(RACEDIR) && mkdir -p $(RACEDIR) && chmod 755 $(RACEDIR)
 	$(GO) build -race -trimpath -tags $(TAGS) -o $(RACEDIR)/sbx .
 	SBX_BIN=$(RACEDIR)/sbx GORACE=halt_on_error=1 $(GO) test -tags integration -count=1 -p 1 -timeout 15m -run '^($(RACETESTS)|$(RACETESTS_OPS))$$' ./tests/
@@ -152,6 +159,7 @@ RACETESTS_OPS ?= TestOpsJobs|TestOpsOpenAPI
 
 vmtest: deps
 	@test -n "$(VMTEST)" || { echo "make vmtest: run-in-vm.sh not found; set VMTEST=/path/to/run-in-vm.sh" >&2; exit 1; }
+	$(call rmstale,/var/tmp/sbx-vmtest)
 	rm -rf $(VMDIR) && mkdir -p $(VMDIR) && chmod 755 $(VMDIR)
 	$(MAKE) --no-print-directory sbx OUT=$(VMDIR)/sbx
 	$(GO) test -c -tags integration -o $(VMDIR)/integration.test ./tests
