@@ -8,12 +8,15 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,6 +231,39 @@ func requireUserNS(t *testing.T, r runner) {
 		}
 		t.Skip(msg + " (see kernel.unprivileged_userns_clone, kernel.apparmor_restrict_unprivileged_userns)")
 	}
+}
+
+// hostHasInt80 says whether this kernel takes 32-bit system calls through
+// int 0x80, by running testdata/int80.py on the host, outside any
+// sandbox. A kernel without IA32 emulation (CONFIG_IA32_EMULATION off, or
+// ia32_emulation=0, Linux 6.7+) has no gate for the vector: the
+// instruction faults with SIGSEGV before any syscall entry, so before the
+// seccomp filter, which then has nothing of that ABI to kill.
+var hostHasInt80 = sync.OnceValues(func() (bool, error) {
+	out, err := exec.Command("python3", data("int80.py")).Output()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGSEGV && string(out) == "calling\n":
+		return false, nil
+	}
+	return false, fmt.Errorf("int80.py on the host: %v, stdout %q", err, out)
+})
+
+// int80Outcome is what int 0x80 must do to a payload under sbx's filter:
+// the filter's kill, or, on a kernel without the gate, the same SIGSEGV
+// as outside the sandbox (logged, so that a run says which it checked).
+func int80Outcome(t *testing.T) (killedFor bool) {
+	t.Helper()
+	has, err := hostHasInt80()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !has {
+		t.Log("this kernel has no IA32 emulation (int 0x80 faults with SIGSEGV on the host too): checking that it faults in the sandbox, not the filter's kill; x32 checks the kill")
+	}
+	return has
 }
 
 // processesWith lists host pids whose argv contains marker.
