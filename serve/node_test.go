@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -111,5 +112,27 @@ func TestMisdirectedSession(t *testing.T) {
 				t.Errorf("%s: %+v", what, e.Error)
 			}
 		}
+	}
+}
+
+// TestWriteJSONSendsContentLength: a response leaves whole, with its
+// length, so that a body cut by a server killed mid-write is a short
+// read for the client, never a shorter document that parses.
+func TestWriteJSONSendsContentLength(t *testing.T) {
+	big := strings.Repeat("x", 10000) // past net/http's 2 KB chunking buffer
+	rec := httptest.NewRecorder()
+	writeJSON(rec, 200, map[string]string{"stdout": big, "html": "<b>"})
+	body := rec.Body.String()
+	if got := rec.Header().Get("Content-Length"); got != strconv.Itoa(len(body)) {
+		t.Errorf("Content-Length %q for a %d-byte body", got, len(body))
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(body), &m); err != nil || m["stdout"] != big || !strings.Contains(body, `"<b>"`) {
+		t.Errorf("body does not decode to what was sent, unescaped: %v", err)
+	}
+	rec = httptest.NewRecorder()
+	writeJSON(rec, 200, map[string]any{"bad": func() {}})
+	if rec.Code != 500 || !strings.Contains(rec.Body.String(), `"internal"`) || rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
+		t.Errorf("an unencodable value: %d %q", rec.Code, rec.Body.String())
 	}
 }

@@ -12,6 +12,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -23,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -383,12 +385,26 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, e)
 }
 
+// writeJSON sends v whole, with its Content-Length: a Result is larger
+// than net/http's 2 KB chunking buffer, so it went out chunked, its
+// headers and first chunk before the rest; with the length known up
+// front, a body cut short (a server killed mid-write) is unambiguous to
+// every client and proxy, and the body leaves in one write.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		b.Reset()
+		var e apiError
+		e.Error.Code, e.Error.Message = "internal", "encoding the response: "+err.Error()
+		json.NewEncoder(&b).Encode(e)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
 }
 
 func newID() string {

@@ -195,8 +195,14 @@ func (c *cluster) run(req map[string]any) (node string, err error) {
 		return "", err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	node = resp.Header.Get("X-Sbx-Node")
+	if err != nil {
+		// A node SIGKILLed while it sent the body: the client sees the
+		// cut (a short Content-Length or no last chunk), an HTTP
+		// failure, not a Result that lies.
+		return node, fmt.Errorf("%s from %q, body cut after %d bytes: %v", resp.Status, node, len(b), err)
+	}
 	if resp.StatusCode != 200 {
 		return node, fmt.Errorf("%s from %q: %s", resp.Status, node, b)
 	}
