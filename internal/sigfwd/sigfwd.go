@@ -38,7 +38,7 @@ func init() {
 func Early() *Forwarding { return early }
 
 // Signals are the signals sbx exec passes to its payload once a
-// sandbox exists (README, "Signals"): SIGINT and SIGTERM; SIGHUP, for a
+// sandbox exists (README, "Exit status"): SIGINT and SIGTERM; SIGHUP, for a
 // closed terminal; SIGQUIT, for Ctrl-\, which the payload, in a session
 // of its own (setsid), never gets from the terminal. Go's default for
 // SIGQUIT is a goroutine dump and exit 2, which ended sbx mid-run with a
