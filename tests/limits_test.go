@@ -31,7 +31,9 @@ func wantEnforcement(t *testing.T, r runner, res *nsjail.Result, key string) {
 	delegated := r.uid == 0 || os.Getenv("SBX_TEST_DELEGATED") == "1"
 	switch {
 	case delegated && by != nsjail.ByCgroup1 && by != nsjail.ByCgroup2:
-		t.Errorf("limits.%s enforced by %q, want a cgroup (%+v)", key, by, res.Limits)
+		// The cgroup layer's detail and the warnings say why a delegated
+		// cgroup did not take the limit.
+		t.Errorf("limits.%s enforced by %q, want a cgroup (%+v); layers.cgroup %+v; warnings %q", key, by, res.Limits, res.Layers["cgroup"], res.Warnings)
 	case delegated && os.Getenv("SBX_TEST_CGROUP") != "" && by != os.Getenv("SBX_TEST_CGROUP"):
 		t.Errorf("limits.%s enforced by %q, want %s", key, by, os.Getenv("SBX_TEST_CGROUP"))
 	case !delegated && key == "cpu_time" && by != nsjail.BySupervisor:
