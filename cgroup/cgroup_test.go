@@ -905,6 +905,30 @@ func TestSupervisorLeaf(t *testing.T) {
 		}
 	}
 
+	// A child of sbx in the base (the sbx-init memfd's copy process, which
+	// a C constructor forks before sbx's move into its leaf) leaves on its
+	// own: New waits for it, though its exe is not sbx's.
+	t.Run("child of sbx that leaves", func(t *testing.T) {
+		dir, fd := parent("sbxtest-child")
+		h := startHelperInFD(t, fd, "newgroup", "CHILD_SLEEP=0.4")
+		h.start(t)
+		r := report(h)
+		t.Logf("helper: %+v", r)
+		if r.Err != "" || r.Enforced[KindMemory] != ModeV2 || r.Enforced[KindPids] != ModeV2 {
+			t.Errorf("New beside its own child: err %q, Enforced %v, Unenforced %v; want memory and pids by cgroup2", r.Err, r.Enforced, r.Unenforced)
+		}
+		if sc, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control")); !strings.Contains(string(sc), "memory") {
+			t.Errorf("%s/cgroup.subtree_control = %q", dir, sc)
+		}
+		h.stdin.Close()
+		if ws := h.wait(t, time.Minute); ws.ExitStatus() != 0 {
+			t.Errorf("helper: %v", ws)
+		}
+		if _, err := cleanupDir(dir, "", map[string]bool{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	// A process that is not sbx never leaves: New must not wait for it.
 	t.Run("foreign process", func(t *testing.T) {
 		dir, fd := parent("sbxtest-foreign")
@@ -946,3 +970,33 @@ func TestSupervisorLeaf(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// TestLeaving reads /proc/PID/stat as retryEnable does: a child of this
+// process is leaving (it is sbx's own), its parent and pid 1 are not, and
+// a comm with ") " in it does not shift the fields.
+func TestLeaving(t *testing.T) {
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "a) 1 2 3 4 5")
+	if err := os.Symlink("/bin/sleep", odd); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/bin/sleep", odd} {
+		c := exec.Command(path, "5")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !leaving(c.Process.Pid) {
+			t.Errorf("leaving(%d), a child started as %q: false, want true", c.Process.Pid, filepath.Base(path))
+		}
+		c.Process.Kill()
+		c.Wait()
+	}
+	for _, p := range []int{os.Getppid(), 1} {
+		if leaving(p) {
+			t.Errorf("leaving(%d): true, want false (not our child, not exiting)", p)
+		}
+	}
+	if leaving(1 << 30) {
+		t.Error("leaving of a pid that does not exist: true")
+	}
+}

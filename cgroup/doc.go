@@ -45,7 +45,12 @@
 //     Other sbx processes (same executable, by device and inode of
 //     /proc/<pid>/exe) started there at the same time are about to move
 //     into their own leaves: it retries until the last has moved (up to
-//     2 s; writing an enabled controller again is a no-op). Any other
+//     2 s; writing an enabled controller again is a no-op). So are sbx's
+//     own children and any process already in do_exit (/proc/<pid>/stat:
+//     ppid, PF_EXITING): the sbx-init memfd's copy process, which a C
+//     constructor forks before Go's runtime, sits in B until its copy is
+//     done, and an exiting process's exe can no longer be read (exit_mm
+//     before cgroup_exit). Any other
 //     process (the shell or agent platform that started sbx) never leaves,
 //     so it gives up at once: it moves sbx back into B, removes its leaf,
 //     and still returns a Group (cgroup.kill, CPU accounting and

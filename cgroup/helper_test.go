@@ -110,9 +110,22 @@ func runHelper(mode string) {
 			enableWait = w
 		}
 		waitGo()
+		var child *exec.Cmd
+		if d := os.Getenv("CHILD_SLEEP"); d != "" {
+			// A child of this "sbx" in the base, as the memfd's copy
+			// process is: New must wait for it to leave.
+			child = exec.Command("/bin/sleep", d)
+			if err := child.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, "helper: start the child:", err)
+				os.Exit(5)
+			}
+		}
 		rep := newgroupReport{Pid: os.Getpid()}
 		t0 := time.Now()
 		g, err := New("leaf-"+strconv.Itoa(os.Getpid()), Limits{MemoryBytes: 256 << 20, Pids: 100})
+		if child != nil {
+			child.Wait()
+		}
 		if err != nil {
 			rep.Err = err.Error()
 		} else {

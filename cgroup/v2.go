@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -190,6 +191,16 @@ func retryEnable(base, sc string, missing []string) error {
 			}
 			id, ok := exeID(strconv.Itoa(p))
 			switch {
+			case leaving(p):
+				// A process of this sbx's own (the sbx-init memfd's copy
+				// process, which a C constructor forks before Go's
+				// runtime, internal/initbin), or one already in do_exit:
+				// both leave the base within milliseconds (longer under
+				// emulation), and exeID may not read an exiting one's exe
+				// (exit_mm comes before cgroup_exit). Either was once
+				// taken for a foreign process, and every limit fell back
+				// to rlimits (make vmtest as uid 1000).
+				siblings = append(siblings, describePid(p))
 			case !ok:
 				// exited meanwhile (ENOENT), or not ours to inspect (EACCES):
 				// only the latter blocks, and it is not a sibling sbx.
@@ -222,6 +233,31 @@ func exeID(pid string) (fileID, bool) {
 		return fileID{}, false
 	}
 	return fileID{st.Dev, st.Ino}, true
+}
+
+// pfExiting is PF_EXITING of include/linux/sched.h: the task is in
+// do_exit.
+const pfExiting = 0x4
+
+// leaving says whether pid p is a child of this process or exiting, from
+// /proc/p/stat (proc(5): ppid is the 4th field, flags the 9th; the comm
+// before them, in parentheses, may hold spaces and ')').
+func leaving(p int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:])) // state ppid pgrp session tty_nr tpgid flags ...
+	if len(f) < 7 {
+		return false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	flags, err2 := strconv.ParseUint(f[6], 10, 64)
+	return err1 == nil && ppid == os.Getpid() || err2 == nil && flags&pfExiting != 0
 }
 
 func describePid(p int) string {
