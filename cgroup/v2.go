@@ -257,7 +257,7 @@ func leaving(p int) bool {
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	flags, err2 := strconv.ParseUint(f[6], 10, 64)
-	return err1 == nil && ppid == os.Getpid() || err2 == nil && flags&pfExiting != 0
+	return (err1 == nil && ppid == os.Getpid()) || (err2 == nil && flags&pfExiting != 0)
 }
 
 func describePid(p int) string {

@@ -7,10 +7,6 @@ import (
 	"github.com/sbx-sandbox/sbx/seccomp/internal/rawabi"
 )
 
-// int80Fault is foreignABICall's answer where the kernel has no int 0x80
-// gate.
-const int80Fault = "fault: no int 0x80 (IA32 emulation off)"
-
 // foreignABICall makes a syscall through another ABI of the machine and
 // says what happened, if the process survives it.
 func foreignABICall(abi string) string {

@@ -582,6 +582,10 @@ func TestKernelCalls(t *testing.T) {
 	}
 }
 
+// int80Fault is foreignABICall's answer where the kernel has no int 0x80
+// gate (kernel_abi_amd64_test.go).
+const int80Fault = "fault: no int 0x80 (IA32 emulation off)"
+
 func TestKernelOtherABIsKill(t *testing.T) {
 	requireSeccomp(t)
 	if runtime.GOARCH != "amd64" {

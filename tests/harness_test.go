@@ -251,10 +251,11 @@ var hostHasInt80 = sync.OnceValues(func() (bool, error) {
 	return false, fmt.Errorf("int80.py on the host: %v, stdout %q", err, out)
 })
 
-// int80Outcome is what int 0x80 must do to a payload under sbx's filter:
-// the filter's kill, or, on a kernel without the gate, the same SIGSEGV
-// as outside the sandbox (logged, so that a run says which it checked).
-func int80Outcome(t *testing.T) (killedFor bool) {
+// int80Outcome says what int 0x80 must do to a payload under sbx's
+// filter: the filter's kill where the kernel has the gate (true), or else
+// the same SIGSEGV as outside the sandbox (false, and logged, so that a
+// run says which it checked).
+func int80Outcome(t *testing.T) (gate bool) {
 	t.Helper()
 	has, err := hostHasInt80()
 	if err != nil {
