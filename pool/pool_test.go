@@ -127,12 +127,14 @@ func TestFillClaimReplace(t *testing.T) {
 	}
 }
 
-// TestMissGrowShrink: an empty pool's claim is a miss at once; misses
-// grow the target toward Max, and idleness shrinks it back to Min.
-func TestMissGrowShrink(t *testing.T) {
-	fs := &fakes{delay: 50 * time.Millisecond}
-	p := newPool(t, fs, Config[*fake]{Profile: "x", Min: 1, Max: 4, Budget: NewBudget(4), IdleAfter: 300 * time.Millisecond})
-	defer p.Close()
+// missesToMax claims six times from an empty pool: each claim must be a
+// miss at once (never a wait for a start), and the misses grow the
+// target to Max (4). The pool's starts take startDelay, long enough that
+// none is ready before the claims are done, even on a loaded machine.
+const startDelay = 300 * time.Millisecond
+
+func missesToMax(t *testing.T, p *Pool[*fake]) {
+	t.Helper()
 	for i := 0; i < 6; i++ {
 		t0 := time.Now()
 		if sb, ok := p.Claim(context.Background()); ok {
@@ -145,7 +147,33 @@ func TestMissGrowShrink(t *testing.T) {
 	if st := p.Stats(); st.Target != 4 || st.Misses == 0 {
 		t.Errorf("after misses: %+v, want target 4", st)
 	}
+}
+
+// TestMissGrow: an empty pool's claim is a miss at once, and misses grow
+// the target toward Max, which the pool then fills. IdleAfter is an hour
+// so that no shrink can race the fill: with a short one, a loaded CI
+// machine once took longer than IdleAfter to fill, and the pool shrank
+// before 4 were ever idle together.
+func TestMissGrow(t *testing.T) {
+	fs := &fakes{delay: startDelay}
+	p := newPool(t, fs, Config[*fake]{Profile: "x", Min: 1, Max: 4, Budget: NewBudget(4), IdleAfter: time.Hour})
+	defer p.Close()
+	missesToMax(t, p)
 	eventually(t, "4 idle", func() bool { return p.Stats().Idle == 4 })
+	if st := p.Stats(); st.Target != 4 {
+		t.Errorf("shrank within IdleAfter (an hour): %+v", st)
+	}
+	p.Close()
+	fs.allClosed(t)
+}
+
+// TestIdleShrink: after misses grew the target to Max, idleness shrinks
+// it back to Min, closing the sandboxes it no longer wants.
+func TestIdleShrink(t *testing.T) {
+	fs := &fakes{delay: startDelay}
+	p := newPool(t, fs, Config[*fake]{Profile: "x", Min: 1, Max: 4, Budget: NewBudget(4), IdleAfter: 300 * time.Millisecond})
+	defer p.Close()
+	missesToMax(t, p)
 	eventually(t, "shrunk to 1", func() bool { st := p.Stats(); return st.Target == 1 && st.Idle == 1 })
 	p.Close()
 	fs.allClosed(t)
