@@ -331,6 +331,16 @@ func TestLoadErrors(t *testing.T) {
 			},
 		},
 		{
+			// Past 2^53 a size would show rounded in the Result's JSON
+			// numbers (units.MaxSize), as an integer or as a string.
+			name:  "sizes past 2^53",
+			files: map[string]string{"a.toml": "[limits]\nmemory = 9007199254740993\noutput = \"8193T\"\nworkspace_size = \"9007199254740992\"\n"},
+			want: []string{
+				"profile DIR/a.toml: line 2: limits.memory = 9007199254740993: too large (at most 8192T, 2^53 bytes)",
+				`profile DIR/a.toml: line 3: limits.output = "8193T": too large (at most 8192T, 2^53 bytes)`,
+			},
+		},
+		{
 			name:  "signal and message queue limits",
 			files: map[string]string{"a.toml": "[limits]\nsigpending = -1\nmsgqueue = \"-1K\"\n"},
 			want: []string{

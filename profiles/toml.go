@@ -391,8 +391,12 @@ func (f *field) setTOML(p *Profile, v tval) error {
 			n, err = units.ParseSize(v.text)
 		case unstable.Integer:
 			n, err = parseInt(v.text)
-			if err == nil && n < 0 {
+			switch {
+			case err != nil:
+			case n < 0:
 				err = units.ErrNegative
+			case n > units.MaxSize:
+				err = units.ErrTooLarge
 			}
 		default:
 			return f.typeError(v)

@@ -32,8 +32,16 @@ var (
 	ErrNotSize     = errors.New(`not a size (want a byte count, or a number with a unit K, M, G or T, powers of 1024: "256M", "1.5G")`)
 	ErrNotDuration = errors.New(`not a duration (want "500ms", "1.5s", "2m", or a number of seconds)`)
 	ErrNegative    = errors.New("must not be negative")
-	ErrTooLarge    = errors.New("too large")
+	ErrTooLarge    = errors.New("too large (at most 8192T, 2^53 bytes)")
 )
+
+// MaxSize is the largest size ParseSize takes: 2^53 bytes (8 PiB), the
+// largest range in which a float64 holds every whole number. The Result's
+// limits carry their values as JSON numbers, which most readers decode
+// into doubles (Go's float64, JavaScript's Number); past 2^53 a limit
+// would show rounded, not the one sbx enforced. No host has that much
+// memory or disk.
+const MaxSize = 1 << 53
 
 // ParseSize reads "256M", "1.5G", "64KiB" or a plain byte count. Suffixes
 // are binary (K = 1024), as for memory limits everywhere in Linux.
@@ -57,7 +65,7 @@ func ParseSize(s string) (int64, error) {
 		switch {
 		case n < 0:
 			return 0, ErrNegative
-		case n > math.MaxInt64/m:
+		case n > MaxSize/m:
 			return 0, ErrTooLarge
 		}
 		return n * m, nil
@@ -70,7 +78,7 @@ func ParseSize(s string) (int64, error) {
 		return 0, ErrNegative
 	}
 	b := v * mult
-	if b >= math.MaxInt64 {
+	if b > MaxSize {
 		return 0, ErrTooLarge
 	}
 	return int64(math.Round(b)), nil

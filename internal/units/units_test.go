@@ -32,24 +32,29 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// TestParseSizeExactPast2To53: a byte count that a float64 cannot hold
-// (FuzzLoad found 100000000000000001 read back as ...000000) must read
-// back exactly what FormatSize printed, with or without a unit.
-func TestParseSizeExactPast2To53(t *testing.T) {
-	for _, n := range []int64{1<<53 + 1, 100000000000000001, math.MaxInt64, 8191<<40 + 1<<30 + 1} {
+// TestParseSizeExactTo2To53: every size up to MaxSize reads back exactly
+// what FormatSize printed, with or without a unit (through a float64,
+// FuzzLoad found 100000000000000001 read back as ...000000); past it a
+// size is refused, so that no limit the Result reports as a JSON number
+// (a double to most readers) can show rounded.
+func TestParseSizeExactTo2To53(t *testing.T) {
+	for _, n := range []int64{MaxSize, MaxSize - 1, 1<<53 - 3, 8191<<40 + 1<<30 + 1} {
+		if float64(n) != float64(n-1)+1 && n > 1 {
+			t.Fatalf("%d is not exact in a float64: the test is wrong", n)
+		}
 		for _, s := range []string{FormatSize(n), " " + FormatSize(n) + " "} {
 			if got, err := ParseSize(s); err != nil || got != n {
 				t.Errorf("ParseSize(%q) = %d, %v; want %d", s, got, err, n)
 			}
 		}
 	}
-	for in, want := range map[string]int64{"8388607T": 8388607 << 40, "4503599627370497K": 4503599627370497 << 10} {
+	for in, want := range map[string]int64{"8192T": MaxSize, "8191.5T": 8191<<40 + 1<<39, "8796093022208K": MaxSize} {
 		if got, err := ParseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"8388608T", "9223372036854775808", "9007199254740993T"} {
-		if _, err := ParseSize(in); !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrNotSize) {
+	for _, in := range []string{"9007199254740993", "100000000000000001", "9223372036854775807", "8193T", "8192.0001T", "8796093022209K", "9223372036854775808", "9007199254740993T"} {
+		if _, err := ParseSize(in); !errors.Is(err, ErrTooLarge) {
 			t.Errorf("ParseSize(%q) error = %v, want too large", in, err)
 		}
 	}
