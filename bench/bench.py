@@ -15,6 +15,13 @@ Columns:
             "—" for bwrap, whose pid 1 the measured process does not reap)
   own CPU   CPU minus bare python3's median CPU: the runner's own cost,
             assuming the payload costs inside what it costs bare
+  faults    median page faults of the run's whole reaped tree (wait4's
+            ru_minflt + ru_majflt), and in brackets the runner's own (minus
+            bare python3's). Each is a page the kernel had to map: on a VM
+            whose page tables the hypervisor shadows that is the run's
+            largest cost (~8-12 µs a page on the dev VM), and unlike time
+            it hardly moves with the load, so it shows a step's effect
+            where wall and CPU drown in noise. "—" where CPU is.
   runs/s    throughput with 2 workers, each starting runs back to back
   RSS       VmRSS of the runner's first process (sbx: the supervisor) and
             of its child (sbx: the init; bwrap: its pid 1) while the
@@ -59,7 +66,8 @@ def runners():
 
 
 def once(argv):
-    """Runs argv to its end: (wall s, CPU s of the whole reaped tree)."""
+    """Runs argv to its end: (wall s, CPU s and page faults of the whole
+    reaped tree)."""
     t = time.perf_counter()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, ru = os.wait4(p.pid, 0)
@@ -67,7 +75,7 @@ def once(argv):
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         sys.exit(f"bench: {' '.join(argv)}: exit status {p.returncode}")
-    return wall, ru.ru_utime + ru.ru_stime
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_minflt + ru.ru_majflt
 
 
 def vmrss(pid):
@@ -165,13 +173,15 @@ def main():
             once(rs[n] + [PASS])
     wall = {n: [] for n in names}
     cpu = {n: [] for n in names}
+    faults = {n: [] for n in names}
     load0 = os.getloadavg()
     for i in range(pairs):
         for j in range(len(names)):
             n = names[(i + j) % len(names)]
-            w, c = once(rs[n] + [PASS])
+            w, c, f = once(rs[n] + [PASS])
             wall[n].append(w * 1000)
             cpu[n].append(c * 1000)
+            faults[n].append(f)
     tput = {n: [] for n in names}
     for i in range(tput_rounds):
         for j in range(len(names)):
@@ -182,23 +192,25 @@ def main():
 
     med = {n: statistics.median(v) for n, v in wall.items()}
     cmed = {n: statistics.median(v) for n, v in cpu.items()}
-    bw, pycpu = med["bwrap"], cmed["python3"]
+    fmed = {n: statistics.median(v) for n, v in faults.items()}
+    bw, pycpu, pyflt = med["bwrap"], cmed["python3"], fmed["python3"]
 
     def kb(r):
         if r[0] is None:
             return "—"
         priv = "" if r[2] is None else f", {r[2] / 1024:.1f} private"
         return f"{r[0] / 1024:.1f} MB ({r[1]} thr{priv})"
-    print(f"| runner | wall | vs bwrap | CPU per run | own CPU | runs/s at 2 workers | RSS: supervisor / init |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| runner | wall | vs bwrap | CPU per run | own CPU | faults (own) | runs/s at 2 workers | RSS: supervisor / init |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in names:
         # bwrap's pid 1 is not reaped by the process bwrap started
         # (wait4 sees ~2 ms, less than the payload): not measurable here.
         seen = n == "python3" or cmed[n] >= pycpu
         c = f"{cmed[n]:.1f} ms" if seen else "—"
         own = "—" if n == "python3" or not seen else f"{cmed[n] - pycpu:.1f} ms"
+        flt = "—" if not seen else f"{fmed[n]:.0f}" if n == "python3" else f"{fmed[n]:.0f} ({fmed[n] - pyflt:+.0f})"
         m = "—" if n == "python3" else f"{kb(mem[n][0])} / {kb(mem[n][1])}"
-        print(f"| {n} | {med[n]:.1f} ms | {med[n] / bw:.2f}× | {c} | {own} | "
+        print(f"| {n} | {med[n]:.1f} ms | {med[n] / bw:.2f}× | {c} | {own} | {flt} | "
               f"{statistics.median(tput[n]):.0f} | {m} |")
     print(f"\n{pairs} interleaved rounds (medians); throughput: median of {tput_rounds} rounds of "
           f"{tput_runs} runs; load average {load0[0]:.2f} before, {load1[0]:.2f} after; "
