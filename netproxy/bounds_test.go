@@ -197,9 +197,12 @@ func exchangeOrClosed(t *testing.T, addr string) {
 	}
 }
 
-// The bucket refills: after a pause the proxy serves refusals again.
+// The bucket refills: after a pause the proxy serves refusals again. The
+// rate is 1 a second so that the three refusals "at once" have a second
+// to end in before a token comes back: at 20 a second (50 ms) a loaded CI
+// machine once got the third one answered.
 func TestRefusalRateRefills(t *testing.T) {
-	p, addr := startProxy(t, Config{RefusalBurst: 2, RefusalRate: 20})
+	p, addr := startProxy(t, Config{RefusalBurst: 2, RefusalRate: 1})
 	refused := func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -219,7 +222,7 @@ func TestRefusalRateRefills(t *testing.T) {
 	if refused() {
 		t.Fatal("a third refusal at once was answered, want it rate-limited")
 	}
-	time.Sleep(200 * time.Millisecond) // 4 tokens at 20/s, capped at 2
+	time.Sleep(2100 * time.Millisecond) // 2 tokens at 1/s, the cap
 	if !refused() {
 		t.Error("after the refill: rate-limited")
 	}

@@ -723,13 +723,15 @@ func TestSlowloris(t *testing.T) {
 	})
 	// Silent: 408 after the header timeout.
 	t.Run("silent", func(t *testing.T) {
+		// start before the dial: the proxy's clock starts at its accept,
+		// which a loaded machine can run well before Dial returns here.
+		start := time.Now()
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		start := time.Now()
 		b, err := io.ReadAll(c)
 		if el := time.Since(start); isTimeout(err) || el < ht-50*time.Millisecond || el > 3*time.Second {
 			t.Fatalf("closed after %v (%v), want about %v", el, err, ht)
@@ -751,19 +753,22 @@ func TestSlowloris(t *testing.T) {
 		go func() {
 			defer close(done)
 			io.WriteString(c, "GET http://api.test/ HTTP/1.1\r\n")
+			// 5 s of trickle: a deadline it extended would keep the
+			// connection that long, far past the bound below, which
+			// leaves a loaded machine seconds to deliver the 408.
 			for i := 0; i < 100; i++ {
 				if _, err := io.WriteString(c, "X: y\r\n"); err != nil {
 					return
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
 			}
 		}()
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		b, err := io.ReadAll(c)
 		el := time.Since(start)
 		c.Close()
 		<-done
-		if isTimeout(err) || el > 1500*time.Millisecond {
+		if isTimeout(err) || el > 3*time.Second {
 			t.Fatalf("a trickled header kept the connection for %v", el)
 		}
 		if len(b) > 0 && !bytes.HasPrefix(b, []byte("HTTP/1.1 408 ")) {
@@ -886,17 +891,22 @@ func connectTunnel(t *testing.T, addr, target string) (net.Conn, *bufio.Reader) 
 	return c, br
 }
 
+// TestIdleTimeout: a tunnel silent both ways is cut at the idle timeout,
+// and one busy either way is not. The timeout is 1 s and the traffic
+// lasts 3 s, in 100 ms steps: a loaded CI machine can delay one step by
+// hundreds of ms, which cut a 300 ms timeout's tunnel once.
 func TestIdleTimeout(t *testing.T) {
+	const ticks = 30 // 3 s at 100 ms, three times the idle timeout
 	echo := echoServer(t)
 	ticker := tcpServer(t, func(c net.Conn) {
-		for i := 0; i < 12; i++ {
+		for i := 0; i < ticks; i++ {
 			if _, err := c.Write([]byte{'.'}); err != nil {
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
-	const idle = 300 * time.Millisecond
+	const idle = time.Second
 	p, addr := startProxy(t, Config{
 		Allow:       []string{"echo.test", "tick.test"},
 		Resolve:     map[string]string{"echo.test": echo, "tick.test": ticker},
@@ -907,39 +917,41 @@ func TestIdleTimeout(t *testing.T) {
 		c, br := connectTunnel(t, addr, "echo.test:7")
 		buf := make([]byte, 4)
 		var start time.Time
-		for i := 0; i < 10; i++ { // 1 s, three times the idle timeout
+		for i := 0; i < ticks; i++ {
 			if i > 0 {
 				time.Sleep(100 * time.Millisecond)
 			}
+			// Before the write: the proxy's idle clock starts at the
+			// last byte it relays, which is after this.
+			start = time.Now()
 			if _, err := c.Write([]byte("ping")); err != nil {
 				t.Fatalf("write %d: %v", i, err)
 			}
 			if _, err := io.ReadFull(br, buf); err != nil {
 				t.Fatalf("read %d: %v", i, err)
 			}
-			start = time.Now()
 		}
 		// Then silence: cut after the idle timeout.
 		_, err := br.ReadByte()
-		if el := time.Since(start); isTimeout(err) || el < idle-50*time.Millisecond || el > 3*time.Second {
-			t.Errorf("silent tunnel cut after %v (%v), want about %v", el, err, idle)
+		if el := time.Since(start); isTimeout(err) || el < idle || el > 5*time.Second {
+			t.Errorf("silent tunnel cut %v after the last write (%v), want about %v", el, err, idle)
 		}
 	})
 	// Bytes in one direction keep the connection alive: idleness is
 	// silence both ways.
 	t.Run("busy one way", func(t *testing.T) {
 		_, br := connectTunnel(t, addr, "tick.test:7")
-		for i := 0; i < 12; i++ {
+		for i := 0; i < ticks; i++ {
 			if _, err := br.ReadByte(); err != nil {
 				t.Fatalf("tick %d: %v", i, err)
 			}
 		}
 	})
 	as := waitAttempts(t, p, 2)
-	if a := findAttempt(t, as, "CONNECT", "echo.test"); a.Error != "idle for 300ms" || a.BytesUp != 40 || a.BytesDown != 40 {
+	if a := findAttempt(t, as, "CONNECT", "echo.test"); a.Error != "idle for 1s" || a.BytesUp != 4*ticks || a.BytesDown != 4*ticks {
 		t.Errorf("attempt = %+v", a)
 	}
-	if a := findAttempt(t, as, "CONNECT", "tick.test"); a.Error != "" || a.BytesDown != 12 {
+	if a := findAttempt(t, as, "CONNECT", "tick.test"); a.Error != "" || a.BytesDown != ticks {
 		t.Errorf("attempt = %+v", a)
 	}
 }
@@ -959,15 +971,17 @@ func TestIdleDestination(t *testing.T) {
 }
 
 // Resolving and dialling are the proxy's time, not the client's: a slow
-// dial does not count towards the idle timeout.
+// dial does not count towards the idle timeout. The dial takes 1.5 s, past
+// the 1 s timeout, which leaves the exchange after it a second (at 200 ms
+// a loaded machine's request and reply took longer once).
 func TestSlowDialIsNotIdle(t *testing.T) {
 	be := newBackend(t, echoHandler)
 	slow := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond)
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	_, addr := startProxy(t, Config{Allow: []string{"api.test"}, Resolve: map[string]string{"api.test": be.addr()}, Dial: slow, IdleTimeout: 200 * time.Millisecond})
+	_, addr := startProxy(t, Config{Allow: []string{"api.test"}, Resolve: map[string]string{"api.test": be.addr()}, Dial: slow, IdleTimeout: time.Second})
 	if status, body := get(t, proxyClient(t, addr, nil), "http://api.test/slow"); status != 200 {
 		t.Errorf("after a slow dial: %d %q", status, body)
 	}

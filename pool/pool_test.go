@@ -203,9 +203,8 @@ func TestDeadPool(t *testing.T) {
 	if n := fs.attempts.Load(); n > 8 || n < 1 {
 		t.Errorf("%d start attempts in 1.5 s: want a back-off", n)
 	}
-	st := p.Stats()
-	if st.StartFailures == 0 || st.LastError == "" || int32(st.StartFailures) != observed.Load() {
-		t.Errorf("stats %+v, OnStart saw %d failures", st, observed.Load())
+	if st := p.Stats(); st.StartFailures == 0 || st.LastError == "" {
+		t.Errorf("stats %+v", st)
 	}
 	fs.fail.Store(false)
 	eventually(t, "recovered", func() bool { return p.Stats().Idle == 2 })
@@ -213,6 +212,11 @@ func TestDeadPool(t *testing.T) {
 		t.Errorf("after recovery: %+v", st)
 	}
 	p.Close()
+	// Once Close has waited for every start: OnStart runs before the
+	// count is taken, so a start in flight could show one apart earlier.
+	if st := p.Stats(); int32(st.StartFailures) != observed.Load() {
+		t.Errorf("stats count %d failures, OnStart saw %d", st.StartFailures, observed.Load())
+	}
 	fs.allClosed(t)
 }
 
