@@ -14,6 +14,18 @@ LDFLAGS := -s -w -linkmode external -extldflags -static \
 	-X $(VERSPKG).version=$(VERSION) -X $(VERSPKG).commit=$(COMMIT)
 export CGO_ENABLED := 1
 
+# SHORTEXP: the GOEXPERIMENT of the two binaries that live for one run,
+# sbx-init and the lean sbx of `sbx exec` (not the full one, whose `sbx
+# serve` lives for days): the Go 1.25 garbage collector instead of Green
+# Tea. The init never collects and the supervisor seldom (docs/DESIGN.md,
+# "The cost of a page"), and Green Tea's inline mark bits touch the last
+# page of every small-object span as it is made
+# (runtime.(*spanInlineMarkBits).init), one more page fault per span:
+# 60-80 per run, each ~8-12 µs on the dev VM (issue 13). Go 1.26
+# still takes the opt-out; a Go without it says "unknown GOEXPERIMENT",
+# and then, or when GOEXPERIMENT is set already, it is left as it is.
+SHORTEXP := $(if $(GOEXPERIMENT),$(GOEXPERIMENT),$(shell GOEXPERIMENT=nogreenteagc $(GO) env GOEXPERIMENT 2>/dev/null))
+
 LIBSECCOMP_A := $(firstword $(wildcard /usr/lib/*/libseccomp.a /usr/lib/libseccomp.a /usr/lib64/libseccomp.a))
 
 # make install: the binary, the man page and the completions, below
@@ -42,11 +54,11 @@ INITBIN := internal/initbin/sbx-init.bin
 FULLBIN := internal/fullbin/sbx-full.bin
 
 sbx: deps precompiled
-	CGO_ENABLED=0 $(GO) build -trimpath -tags netgo,osusergo,sbx_init_only -ldflags '-s -w' -o $(INITBIN).$$$$.tmp ./cmd/sbx-init && \
+	CGO_ENABLED=0 GOEXPERIMENT=$(SHORTEXP) $(GO) build -trimpath -tags netgo,osusergo,sbx_init_only -ldflags '-s -w' -o $(INITBIN).$$$$.tmp ./cmd/sbx-init && \
 		mv $(INITBIN).$$$$.tmp $(INITBIN)
 	$(GO) build -trimpath -tags $(TAGS),sbx_embedinit -ldflags '$(LDFLAGS)' -o $(FULLBIN).$$$$.tmp . && \
 		mv $(FULLBIN).$$$$.tmp $(FULLBIN)
-	$(GO) build -trimpath -tags $(TAGS),sbx_embedinit,sbx_lean,sbx_embedfull -ldflags '$(LDFLAGS)' -o $(OUT) .
+	GOEXPERIMENT=$(SHORTEXP) $(GO) build -trimpath -tags $(TAGS),sbx_embedinit,sbx_lean,sbx_embedfull -ldflags '$(LDFLAGS)' -o $(OUT) .
 
 # precompiled: the built-in seccomp policies compiled once, with the
 # libseccomp this build links, into seccomp/precompiled_gen_$GOARCH.go
