@@ -168,9 +168,21 @@ func helpName(c *cli.Context) string {
 }
 
 // versionLine is what `sbx --version` and `sbx version` print, and what
-// doctor's report starts with.
+// doctor's report starts with. The Go release is given without the
+// GOEXPERIMENT suffix ("go1.26.8-X:nogreenteagc"): the lean sbx is built
+// with an experiment the full one it embeds is not (Makefile, SHORTEXP),
+// and both are this one sbx, which says the same whichever answers
+// (TestLeanBinaryLeavesServeOut). `go version -m` shows the build's
+// settings.
 func versionLine() string {
-	return fmt.Sprintf("sbx version %s (commit %s, %s %s/%s)", version.Version(), version.Commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("sbx version %s (commit %s, %s %s/%s)", version.Version(), version.Commit(), goRelease(runtime.Version()), runtime.GOOS, runtime.GOARCH)
+}
+
+// goRelease is runtime.Version without a GOEXPERIMENT suffix.
+func goRelease(v string) string {
+	r, _, _ := strings.Cut(v, " X:") // a devel toolchain's form
+	r, _, _ = strings.Cut(r, "-X:")
+	return r
 }
 
 func versionCommand() *cli.Command {

@@ -78,3 +78,16 @@ func TestExplainFlagError(t *testing.T) {
 		}
 	}
 }
+
+func TestGoRelease(t *testing.T) {
+	for in, want := range map[string]string{
+		"go1.26.8":                       "go1.26.8",
+		"go1.26.8-X:nogreenteagc":        "go1.26.8",
+		"go1.26.8-X:nogreenteagc,jsonv2": "go1.26.8",
+		"devel go1.27-abc123 X:jsonv2":   "devel go1.27-abc123",
+	} {
+		if got := goRelease(in); got != want {
+			t.Errorf("goRelease(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
