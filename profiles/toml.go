@@ -390,13 +390,8 @@ func (f *field) setTOML(p *Profile, v tval) error {
 		case unstable.String:
 			n, err = units.ParseSize(v.text)
 		case unstable.Integer:
-			n, err = parseInt(v.text)
-			switch {
-			case err != nil:
-			case n < 0:
-				err = units.ErrNegative
-			case n > units.MaxSize:
-				err = units.ErrTooLarge
+			if n, err = parseInt(v.text); err == nil {
+				err = units.CheckSize(n)
 			}
 		default:
 			return f.typeError(v)

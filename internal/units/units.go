@@ -43,6 +43,18 @@ var (
 // memory or disk.
 const MaxSize = 1 << 53
 
+// CheckSize says whether a byte count given as a plain integer (a TOML
+// integer) is a size ParseSize would take: not negative, at most MaxSize.
+func CheckSize(n int64) error {
+	switch {
+	case n < 0:
+		return ErrNegative
+	case n > MaxSize:
+		return ErrTooLarge
+	}
+	return nil
+}
+
 // ParseSize reads "256M", "1.5G", "64KiB" or a plain byte count. Suffixes
 // are binary (K = 1024), as for memory limits everywhere in Linux.
 func ParseSize(s string) (int64, error) {

@@ -161,3 +161,11 @@ func TestTextRoundTrip(t *testing.T) {
 		t.Errorf("Duration.MarshalText = %q", b)
 	}
 }
+
+func TestCheckSize(t *testing.T) {
+	for n, want := range map[int64]error{0: nil, MaxSize: nil, -1: ErrNegative, MaxSize + 1: ErrTooLarge} {
+		if err := CheckSize(n); err != want {
+			t.Errorf("CheckSize(%d) = %v, want %v", n, err, want)
+		}
+	}
+}
