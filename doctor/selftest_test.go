@@ -109,6 +109,8 @@ func TestJudges(t *testing.T) {
 		{"denials: calls lost", denialsJudge, Outcome{Result: &nsjail.Result{Status: nsjail.StatusOK, SeccompDenials: denials(256)}, Out: map[string]any{"calls": 5000.0, "refused": 5000.0}}, false},
 		{"connect: refused", connectJudge, Outcome{Result: okResult(""), Out: map[string]any{"connect": "ECONNREFUSED"}, Host: map[string]string{"listener": "no connection"}}, true},
 		{"connect: host saw it", connectJudge, Outcome{Result: okResult(""), Out: map[string]any{"connect": "ETIMEDOUT"}, Host: map[string]string{"listener": "a connection from 127.0.0.1:5"}}, false},
+		// The listener could not be asked (acceptedAny's error): not a pass.
+		{"connect: listener not checked", connectJudge, Outcome{Result: okResult(""), Out: map[string]any{"connect": "ECONNREFUSED"}, Host: map[string]string{"listener": "not checked: accept4: bad file descriptor"}}, false},
 		{"hardlinks: amplified", hardlinkJudge, Outcome{Result: okResult(""), Out: map[string]any{"logical_bytes": 1.0}, OutputBytes: 404 << 20}, false},
 		{"hardlinks: once", hardlinkJudge, Outcome{Result: okResult(""), Out: map[string]any{"logical_bytes": 1.0}, OutputBytes: 4 << 20}, true},
 		{"prlimit: set refused, get allowed", prlimitJudge, Outcome{Result: okResult(""), Out: map[string]any{"get": "ok", "set": "EPERM"}}, true},
