@@ -26,7 +26,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cgroup"
 	"github.com/sbx-sandbox/sbx/engine"
 	"github.com/sbx-sandbox/sbx/internal/initbin"
-	_ "github.com/sbx-sandbox/sbx/internal/leanexec" // one P for an unprivileged exec, before the other inits
+	"github.com/sbx-sandbox/sbx/internal/leanexec" // its init first: one P for an unprivileged exec, before the other inits
 	"github.com/sbx-sandbox/sbx/internal/oserr"
 	"github.com/sbx-sandbox/sbx/internal/sigfwd" // exec's signals registered from its init
 	"github.com/sbx-sandbox/sbx/internal/version"
@@ -411,7 +411,10 @@ func execAction(c *cli.Context, rawArgs []string, d deps) error {
 		sigs = sigfwd.InLine()
 	}
 	defer stopForwarding(sigs)
-	opts := engine.Options{Stdin: stdin, OutputDir: c.String("output-dir"), Signals: sigs}
+	opts := engine.Options{Stdin: stdin, OutputDir: c.String("output-dir"), Signals: sigs,
+		// One run, then sbx exits: its init may trade memory for page
+		// faults as sbx itself did (internal/leanexec, HugeHeap).
+		HugeHeapInit: leanexec.HugeHeap(os.Args, os.Getenv(leanexec.HugeHeapEnv))}
 	if !asJSON {
 		opts.Stdout, opts.Stderr = os.Stdout, os.Stderr
 	}

@@ -1,6 +1,11 @@
 package nsjail
 
-import "github.com/sbx-sandbox/sbx/internal/initbin"
+import (
+	"slices"
+
+	"github.com/sbx-sandbox/sbx/internal/initbin"
+	"github.com/sbx-sandbox/sbx/internal/leanexec"
+)
 
 // initEnv is the init's own environment (the payload's is the Spec's,
 // set at its execve). The Go runtime reads it before it starts anything
@@ -21,6 +26,17 @@ import "github.com/sbx-sandbox/sbx/internal/initbin"
 // (issue 13). Once the payload has exec'd the init drops to one P
 // (waitOnOneP).
 var initEnv = []string{"GOMAXPROCS=2"}
+
+// initEnviron is the init's environment for this run: initEnv, and
+// SBX_HUGE_HEAP=1 when the run asks for a huge heap (Job.HugeHeapInit).
+// The init reads it from its package init (internal/leanexec), before it
+// reads anything from the supervisor.
+func (s *supervisor) initEnviron() []string {
+	if s.job.HugeHeapInit {
+		return append(slices.Clip(initEnv), leanexec.HugeHeapEnv+"=1")
+	}
+	return initEnv
+}
 
 // chooseInit picks the init binary: sbx-init from its sealed memfd when
 // this build embeds it (internal/initbin: made once per process, started

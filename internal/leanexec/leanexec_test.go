@@ -49,3 +49,28 @@ func TestGCPercent(t *testing.T) {
 		})
 	}
 }
+
+func TestHugeHeap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv []string
+		env  string
+		want bool
+	}{
+		{"exec", []string{"sbx", "exec", "--", "/bin/true"}, "", true},
+		{"exec, turned off", []string{"sbx", "exec"}, "0", false},
+		{"the init of a one-shot run", []string{"sbx-init", "__sbx_init"}, "1", true},
+		{"the init of a warm pool", []string{"sbx-init", "__sbx_init"}, "", false},
+		{"serve keeps small pages", []string{"sbx", "serve"}, "", false},
+		{"repl lives on", []string{"sbx", "repl"}, "", false},
+		{"exec as a later argument", []string{"sbx", "profile", "show", "exec"}, "", false},
+		{"no command", []string{"sbx"}, "", false},
+		{"anything else is the default", []string{"sbx", "exec"}, "yes", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := HugeHeap(tc.argv, tc.env); got != tc.want {
+				t.Errorf("HugeHeap(%q, %q) = %v, want %v", tc.argv, tc.env, got, tc.want)
+			}
+		})
+	}
+}

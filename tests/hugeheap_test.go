@@ -1,0 +1,133 @@
+//go:build integration
+
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/kernel"
+)
+
+// TestHugeHeapOfOneShotRun (issue 13): an `sbx exec` collapses the start
+// of its Go heap into a transparent huge page, and tells its init to do
+// the same (internal/leanexec, HugeHeap); SBX_HUGE_HEAP=0 turns both off.
+// Read from the host while the payload sleeps: AnonHugePages of the
+// supervisor and of its init (/proc/PID/smaps_rollup), and the init's
+// environment, which is all the supervisor gives it.
+func TestHugeHeapOfOneShotRun(t *testing.T) {
+	thp, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || bytes.Contains(thp, []byte("[never]")) {
+		t.Skipf("no transparent huge pages here (/sys/kernel/mm/transparent_hugepage/enabled: %q, %v)", thp, err)
+	}
+	if !kernel.AtLeast(6, 1) {
+		t.Skip("MADV_COLLAPSE needs Linux 6.1")
+	}
+	forEach(t, func(t *testing.T, r runner) {
+		for _, tc := range []struct {
+			name, env string
+			huge      bool
+		}{{"default", "", true}, {"SBX_HUGE_HEAP=0", "0", false}} {
+			t.Run(tc.name, func(t *testing.T) {
+				cmd := r.command("exec", "--profile", "strict", "--", "/bin/sleep", "20")
+				cmd.Env = os.Environ()
+				if tc.env != "" {
+					cmd.Env = append(cmd.Env, "SBX_HUGE_HEAP="+tc.env)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				// The payload is ended by sbx's own SIGTERM handling
+				// (forwarded, then the run reports): nothing is left.
+				defer func() {
+					cmd.Process.Signal(os.Interrupt)
+					cmd.Wait()
+				}()
+				sup := cmd.Process.Pid
+				initPid := waitForPayload(t, sup, "sleep")
+				procs := map[string]int{"the supervisor": sup, "the init": initPid}
+				if os.Geteuid() != 0 {
+					// The init is not dumpable (PR_SET_DUMPABLE 0):
+					// only root reads its environ and smaps.
+					t.Logf("as uid %d: the init's environment and pages are root's to read; the supervisor's only", os.Geteuid())
+					delete(procs, "the init")
+				} else if err := wantInitEnv(initPid, tc.huge); err != nil {
+					t.Error(err)
+				}
+				if !tc.huge {
+					// Not AnonHugePages == 0: khugepaged may still
+					// collapse the few ranges Go's runtime advises
+					// itself (its page allocator's summaries).
+					return
+				}
+				for who, pid := range procs {
+					if kb := anonHugeKB(t, pid); kb < 2048 {
+						t.Errorf("%s (pid %d): AnonHugePages %d kB, want a 2048 kB huge page at least", who, pid, kb)
+					}
+				}
+			})
+		}
+	})
+}
+
+// wantInitEnv checks that the init's environment has SBX_HUGE_HEAP=1 or
+// not, as want says.
+func wantInitEnv(pid int, want bool) error {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return fmt.Errorf("the init's environment: %v", err)
+	}
+	got := false
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		got = got || string(kv) == "SBX_HUGE_HEAP=1"
+	}
+	if got != want {
+		return fmt.Errorf("the init's environment %q: SBX_HUGE_HEAP=1 %v, want %v", env, got, want)
+	}
+	return nil
+}
+
+// waitForPayload waits for sbx (pid sup) to have an init whose child is
+// the payload named comm, and returns the init's pid.
+func waitForPayload(t *testing.T, sup int, comm string) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, init := range initsOf(sup) {
+			kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", init, init))
+			for _, k := range strings.Fields(string(kids)) {
+				if c, _ := os.ReadFile("/proc/" + k + "/comm"); strings.TrimSpace(string(c)) == comm {
+					return init
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("sbx (pid %d) started no %s payload within 20 s", sup, comm)
+	return 0
+}
+
+// anonHugeKB is pid's AnonHugePages, from /proc/PID/smaps_rollup.
+func anonHugeKB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		t.Fatalf("smaps_rollup of pid %d: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "AnonHugePages:" {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("smaps_rollup of pid %d: %q", pid, line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("smaps_rollup of pid %d has no AnonHugePages line:\n%s", pid, b)
+	return 0
+}
