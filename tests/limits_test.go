@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -209,6 +210,28 @@ func TestCPUTimeCountsShortLived(t *testing.T) {
 	})
 }
 
+// taskClocks caches taskClockMissing per runner (its uid).
+var taskClocks sync.Map
+
+// taskClockMissing says whether sbx, run by r without a cgroup, counts the
+// CPU of a sandbox without the perf task clock (perf_event_open refused:
+// kernel.perf_event_paranoid), from the Result of one short run, and
+// returns its cpu_time note. Asked once per runner.
+func taskClockMissing(t *testing.T, r runner) (string, bool) {
+	t.Helper()
+	if v, ok := taskClocks.Load(r.uid); ok {
+		li := v.(nsjail.LimitInfo)
+		return li.Note, li.EnforcedBy == nsjail.BySupervisor && strings.Contains(li.Note, "without the task clock")
+	}
+	res, out := r.result(t, "--cpu-time", "30s", "--timeout", "60s", "-c", "pass")
+	if res.Status != nsjail.StatusOK {
+		t.Fatalf("the task clock's probe: status %s exit %d: %s\n%s", res.Status, out.code, res.Message, out.stderr)
+	}
+	li := res.Limits["cpu_time"]
+	taskClocks.Store(r.uid, li)
+	return li.Note, li.EnforcedBy == nsjail.BySupervisor && strings.Contains(li.Note, "without the task clock")
+}
+
 // TestCPUTimeCountsUnwaitedChildren: children of a process that ignores
 // SIGCHLD are reaped by the kernel and reach no cutime; a cgroup counts
 // them, and so does the task clock without one.
@@ -223,6 +246,13 @@ func TestCPUTimeCountsUnwaitedChildren(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			forEach(t, func(t *testing.T, r runner) {
+				// Without the task clock nothing counts these children
+				// (the Known gap of nsjail/cputotal_linux.go): skip before
+				// the burn, which then runs to RLIMIT_CPU's backstop
+				// (~30 s of make vmtest as uid 65534, per case).
+				if note, ok := taskClockMissing(t, r); ok {
+					t.Skipf("no perf task clock for this user (kernel.perf_event_paranoid): %s", note)
+				}
 				// Under emulation (make vmtest) Python's start and the
 				// ctypes import alone can take most of 2 s of CPU, and
 				// the run would end before the payload tried the prctl:
