@@ -27,12 +27,22 @@ import (
 // (waitOnOneP).
 var initEnv = []string{"GOMAXPROCS=2"}
 
+// hugeHeapMinMemory is the least memory limit under which the init still
+// takes its huge page (Job.HugeHeapInit). The init's memory is the
+// sandbox's, charged to its cgroup, and the huge page is ~1.2 MB more of
+// it: under a limit of a few MB that would be the payload's headroom
+// (measured: python3 with a 1 MB bytearray ran under --memory 8M, and
+// with the huge page it ended at the limit). Under 64 MiB it is at most
+// 2% of the limit.
+const hugeHeapMinMemory = 64 << 20
+
 // initEnviron is the init's environment for this run: initEnv, and
-// SBX_HUGE_HEAP=1 when the run asks for a huge heap (Job.HugeHeapInit).
+// SBX_HUGE_HEAP=1 when the run asks for a huge heap (Job.HugeHeapInit)
+// and its memory limit, if any, leaves room for it (hugeHeapMinMemory).
 // The init reads it from its package init (internal/leanexec), before it
 // reads anything from the supervisor.
 func (s *supervisor) initEnviron() []string {
-	if s.job.HugeHeapInit {
+	if m := s.job.Limits.MemoryBytes; s.job.HugeHeapInit && (m == 0 || m >= hugeHeapMinMemory) {
 		return append(slices.Clip(initEnv), leanexec.HugeHeapEnv+"=1")
 	}
 	return initEnv

@@ -62,7 +62,9 @@ type Job struct {
 	// transparent huge page (internal/leanexec, HugeHeap): fewer page
 	// faults on the way to the payload, for ~1.2 MB more of the init's
 	// memory while the run lasts. A one-shot run asks for it (sbx exec);
-	// a warm pool, whose inits wait, does not.
+	// a warm pool, whose inits wait, does not; a memory limit under 64
+	// MiB, which the init's memory counts toward, refuses it
+	// (hugeHeapMinMemory).
 	HugeHeapInit bool
 }
 

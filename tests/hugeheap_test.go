@@ -30,11 +30,18 @@ func TestHugeHeapOfOneShotRun(t *testing.T) {
 	}
 	forEach(t, func(t *testing.T, r runner) {
 		for _, tc := range []struct {
-			name, env string
-			huge      bool
-		}{{"default", "", true}, {"SBX_HUGE_HEAP=0", "0", false}} {
+			name, env       string
+			args            []string
+			supHuge, inHuge bool
+		}{
+			{"default", "", nil, true, true},
+			{"SBX_HUGE_HEAP=0", "0", nil, false, false},
+			// The init's memory counts toward the limit: under 64 MiB
+			// the payload keeps it (nsjail.hugeHeapMinMemory).
+			{"under a small memory limit", "", []string{"--memory", "32M"}, true, false},
+		} {
 			t.Run(tc.name, func(t *testing.T) {
-				cmd := r.command("exec", "--profile", "strict", "--", "/bin/sleep", "20")
+				cmd := r.command(append(append([]string{"exec", "--profile", "strict"}, tc.args...), "--", "/bin/sleep", "20")...)
 				cmd.Env = os.Environ()
 				if tc.env != "" {
 					cmd.Env = append(cmd.Env, "SBX_HUGE_HEAP="+tc.env)
@@ -56,14 +63,18 @@ func TestHugeHeapOfOneShotRun(t *testing.T) {
 					// only root reads its environ and smaps.
 					t.Logf("as uid %d: the init's environment and pages are root's to read; the supervisor's only", os.Geteuid())
 					delete(procs, "the init")
-				} else if err := wantInitEnv(initPid, tc.huge); err != nil {
+				} else if err := wantInitEnv(initPid, tc.inHuge); err != nil {
 					t.Error(err)
 				}
-				if !tc.huge {
-					// Not AnonHugePages == 0: khugepaged may still
-					// collapse the few ranges Go's runtime advises
-					// itself (its page allocator's summaries).
-					return
+				// Only where a huge page is due: not AnonHugePages == 0
+				// elsewhere, as khugepaged may still collapse the few
+				// ranges Go's runtime advises itself (its page
+				// allocator's summaries).
+				if !tc.supHuge {
+					delete(procs, "the supervisor")
+				}
+				if !tc.inHuge {
+					delete(procs, "the init")
 				}
 				for who, pid := range procs {
 					if kb := anonHugeKB(t, pid); kb < 2048 {
