@@ -363,8 +363,8 @@ func execAction(c *cli.Context, rawArgs []string, d deps) error {
 	}
 	sc := &script{dir: dir, inputs: inputs, maxBytes: int64(prof.Limits.WorkspaceSize), rootfs: rootfs, imageArgv: cfg.ImageArgv()}
 	payload, err = payloadFromArgs(c, rawArgs, sc)
-	if sc.tmp != "" {
-		defer os.Remove(sc.tmp)
+	if sc.tmp != nil {
+		defer sc.tmp.Close()
 	}
 	if err != nil {
 		return fail(err)
@@ -509,7 +509,7 @@ func payloadFromArgs(c *cli.Context, rawArgs []string, sc *script) (nsjail.Paylo
 			return p, err
 		}
 		if !hasInput(sc.inputs, dest) {
-			p.Files = append(p.Files, nsjail.File{Path: dest, Source: src, Mode: 0o644})
+			p.Files = append(p.Files, nsjail.File{Path: dest, Source: src, Mode: 0o644, Data: sc.tmp})
 		}
 		argv, err := sc.interpreter(src, dest)
 		if err != nil {

@@ -32,9 +32,10 @@ type script struct {
 	// else is given.
 	imageArgv []string
 	// Out: the script was sbx's own stdin (the payload's is empty then);
-	// tmp is the host copy of a piped script, to remove after the run.
+	// tmp is the host copy of a piped script, unlinked from the moment it
+	// was made (readPipedScript), to close after the run.
 	usedStdin bool
-	tmp       string
+	tmp       *os.File
 	warnings  []string
 }
 
@@ -57,7 +58,14 @@ func isPipe(arg string) bool {
 
 // readPipedScript copies the script of a pipe (or of sbx's stdin) to a
 // private host file, so that it goes into the workspace like any other
-// input: at most max bytes.
+// input (nsjail.File.Data): at most max bytes. It returns the name the
+// script came by ("stdin", or the pipe's path), which the Result's inputs
+// show as its source.
+//
+// The file is unlinked as soon as it is made, so that it lives only as
+// long as sbx holds it open: sbx waits on the pipe for as long as its
+// writer takes, and a signal that ends it meanwhile (Ctrl-C, by design:
+// internal/sigfwd), or a SIGKILL, used to leave the named copy in $TMPDIR.
 func (s *script) readPipedScript(arg string) (string, error) {
 	var r io.Reader = os.Stdin
 	name := "stdin"
@@ -75,11 +83,11 @@ func (s *script) readPipedScript(arg string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("script from %s: %w", name, err)
 	}
-	s.tmp = tmp.Name()
-	n, err := io.Copy(tmp, io.LimitReader(r, s.maxBytes+1))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	s.tmp = tmp
+	if err := os.Remove(tmp.Name()); err != nil {
+		return "", fmt.Errorf("script from %s: unlink its copy: %w", name, err)
 	}
+	n, err := io.Copy(tmp, io.LimitReader(r, s.maxBytes+1))
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("script from %s: %w", name, err)
@@ -89,7 +97,7 @@ func (s *script) readPipedScript(arg string) (string, error) {
 	if hasInput(s.inputs, stdinScript) {
 		return "", fmt.Errorf("script from %s: the input dir %s already has a %s, the name a script from a pipe takes", name, s.dir, stdinScript)
 	}
-	return s.tmp, nil
+	return name, nil
 }
 
 // notPython are the file name endings of scripts of other languages: one
@@ -105,16 +113,20 @@ var notPython = map[string]string{
 // if that line names Python or there is none. The interpreter must be in
 // the sandbox's root, else the run is refused here, before any clone.
 // The script is given to the interpreter rather than run itself: the
-// workspace is noexec.
+// workspace is noexec. A piped script is read from its copy (s.tmp).
 func (s *script) interpreter(src, dest string) ([]string, error) {
-	f, err := os.Open(src)
-	if err != nil {
-		return nil, fmt.Errorf("script %s: %w", src, unwrapPath(err))
+	var f io.ReaderAt = s.tmp
+	if s.tmp == nil {
+		o, err := os.Open(src)
+		if err != nil {
+			return nil, fmt.Errorf("script %s: %w", src, unwrapPath(err))
+		}
+		defer o.Close()
+		f = o
 	}
-	defer f.Close()
 	// The kernel reads at most BINPRM_BUF_SIZE (256) bytes of the line.
 	head := make([]byte, 256)
-	n, _ := io.ReadFull(f, head)
+	n, _ := f.ReadAt(head, 0)
 	head = head[:n]
 	line, ok := bytes.CutPrefix(head, []byte("#!"))
 	if !ok {

@@ -797,9 +797,7 @@ func readStatus(r io.Reader, out chan<- statusEvent) {
 func openInputs(files []File) ([]*os.File, error) {
 	var out []*os.File
 	for i := range files {
-		// O_NOFOLLOW: an input listed as a regular file must not become
-		// a link to something else before it is read.
-		f, err := os.OpenFile(files[i].Source, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		f, err := openInput(files[i])
 		if err != nil {
 			for _, o := range out {
 				o.Close()
@@ -824,6 +822,19 @@ func openInputs(files []File) ([]*os.File, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// openInput opens one input file: Source, or Data's file again. Data is
+// reopened through its /proc/self/fd link (proc(5): the link opens the
+// file even once unlinked) for a file offset of its own, as reading it
+// moves none of the caller's. O_NOFOLLOW: a Source listed as a regular
+// file must not become a link to something else before it is read (a
+// Data link is sbx's own fd, and O_NOFOLLOW would refuse it).
+func openInput(f File) (*os.File, error) {
+	if f.Data != nil {
+		return os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Data.Fd()), os.O_RDONLY|unix.O_NONBLOCK, 0)
+	}
+	return os.OpenFile(f.Source, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 }
 
 // unwrapPath is oserr.WithoutPath: the error without the path that the

@@ -24,11 +24,23 @@ import (
 // 13), but until the run takes them a caught one does what it did
 // unregistered: sbx dies of it. So Ctrl-C (or a SIGTERM, or a hang-up)
 // still ends an sbx waiting for its script on stdin, instead of being
-// held for a payload that does not exist yet.
+// held for a payload that does not exist yet; and leaves nothing behind:
+// the script's host copy (in sbx's TMPDIR, here a directory of the
+// test's own) has no name to leave.
 func TestSignalBeforeTheSandboxEndsSbx(t *testing.T) {
 	forEach(t, func(t *testing.T, r runner) {
+		// Not t.TempDir, whose parent only root may search.
+		tmp, err := os.MkdirTemp("", "sbx-sigfwd-tmpdir-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(tmp)
+		if err := os.Chmod(tmp, 0o777); err != nil { // the runner's uid writes there
+			t.Fatal(err)
+		}
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 			cmd := r.command("exec", "-")
+			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 			stdin, err := cmd.StdinPipe() // never written: sbx waits for the script
 			if err != nil {
 				t.Fatal(err)
@@ -73,6 +85,12 @@ func TestSignalBeforeTheSandboxEndsSbx(t *testing.T) {
 			stdin.Close()
 			if !diedOf(err, sig) {
 				t.Errorf("%v to sbx waiting for its script: %v, stderr %q; want it killed by the signal", sig, err, stderr.String())
+			}
+			if left, _ := os.ReadDir(tmp); len(left) > 0 {
+				t.Errorf("%v to sbx waiting for its script: it left %s in its TMPDIR", sig, left[0].Name())
+				for _, e := range left {
+					os.Remove(filepath.Join(tmp, e.Name()))
+				}
 			}
 		}
 	})

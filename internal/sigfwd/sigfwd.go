@@ -56,7 +56,9 @@ var Signals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sysca
 // the registration caught does what it did before Notify (preCommit): sbx
 // dies of it, or drops it if sbx was started with it ignored. So Ctrl-C
 // still ends sbx at once while it reads a script from stdin or pulls an
-// image, and nothing is left behind, as nothing was made yet.
+// image, and nothing is left behind, as nothing was made yet (a script
+// read from stdin is held in a file unlinked from the start: main's
+// readPipedScript).
 type Forwarding struct {
 	sigs chan os.Signal
 	// registered is closed once Notify returned, at registeredNS

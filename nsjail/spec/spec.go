@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -138,6 +139,11 @@ type File struct {
 	Size int64  `json:"size"`
 	// Source is where the supervisor reads it from; never sent.
 	Source string `json:"-"`
+	// Data, when set, is the file's bytes, open: the supervisor reads it
+	// instead of opening Source, which then only names it (for the
+	// Result's inputs). A script sbx read from a pipe is such a file,
+	// unlinked so that nothing of it outlives sbx. Never sent.
+	Data *os.File `json:"-"`
 }
 
 // Validate lists every problem with the Spec, one error per check.
