@@ -32,8 +32,8 @@ var initEnv = []string{"GOMAXPROCS=2"}
 // sandbox's, charged to its cgroup, and the huge page is ~1.2 MB more of
 // it: under a limit of a few MB that would be the payload's headroom
 // (measured: python3 with a 1 MB bytearray ran under --memory 8M, and
-// with the huge page it ended at the limit). Under 64 MiB it is at most
-// 2% of the limit.
+// with the huge page it ended at the limit). From 64 MiB up it is at
+// most 2% of the limit.
 const hugeHeapMinMemory = 64 << 20
 
 // initEnviron is the init's environment for this run: initEnv, and
