@@ -56,6 +56,11 @@ func runHelper(mode string) {
 		fmt.Println("survived")
 	case "busy": // $THREADS threads spinning for $WALL of wall-clock time
 		waitGo()
+		// The CPU spent so far (the start, before a v1 attach), for
+		// TestCPUUsageTracksBusy: "before NS".
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		fmt.Println("before", ru.Utime.Nano()+ru.Stime.Nano())
 		n, _ := strconv.Atoi(os.Getenv("THREADS"))
 		wall, _ := time.ParseDuration(os.Getenv("WALL"))
 		end := time.Now().Add(wall)
