@@ -115,14 +115,13 @@ var notPython = map[string]string{
 // The script is given to the interpreter rather than run itself: the
 // workspace is noexec. A piped script is read from its copy (s.tmp).
 func (s *script) interpreter(src, dest string) ([]string, error) {
-	var f io.ReaderAt = s.tmp
-	if s.tmp == nil {
-		o, err := os.Open(src)
-		if err != nil {
+	f := s.tmp
+	if f == nil {
+		var err error
+		if f, err = os.Open(src); err != nil {
 			return nil, fmt.Errorf("script %s: %w", src, unwrapPath(err))
 		}
-		defer o.Close()
-		f = o
+		defer f.Close()
 	}
 	// The kernel reads at most BINPRM_BUF_SIZE (256) bytes of the line.
 	head := make([]byte, 256)
