@@ -4,8 +4,11 @@ package tests
 
 import (
 	"bytes"
+	"debug/buildinfo"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,4 +170,69 @@ func anonHugeKB(t *testing.T, pid int) int {
 	}
 	t.Fatalf("smaps_rollup of pid %d has no AnonHugePages line:\n%s", pid, b)
 	return 0
+}
+
+// goFixedHeapBase is where Go's heap begins when its base is not
+// randomized: the first arena hint of mallocinit on linux/amd64 and
+// arm64 (runtime/malloc.go).
+const goFixedHeapBase = 0x00c000000000
+
+// TestInitHeapAtFixedBase (issue 13): sbx-init is built with Go's heap
+// at its fixed base (Makefile, INITEXP: GOEXPERIMENT
+// norandomizedheapbase64), so that the huge page the init of a one-shot
+// run collapses at its start (TestHugeHeapOfOneShotRun) holds the start
+// of its heap and what follows, not a random part of it; and the lean
+// sbx, which links C, keeps Go 1.26's random base. Read from the host
+// while the payload sleeps: /proc/PID/maps of both.
+func TestInitHeapAtFixedBase(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skipf("Go's fixed heap base %#x is amd64's and arm64's; this is %s", goFixedHeapBase, runtime.GOARCH)
+	}
+	initBin := filepath.Join(repoDir, "internal", "initbin", "sbx-init.bin")
+	bi, err := buildinfo.ReadFile(initBin)
+	if err != nil {
+		t.Fatalf("build info of %s: %v", initBin, err)
+	}
+	if !strings.HasPrefix(bi.GoVersion, "go1.26") {
+		t.Skipf("%s is built with %s: Go 1.26 is the release known to take GOEXPERIMENT=norandomizedheapbase64 (golang/go#80392 proposes its removal)", initBin, bi.GoVersion)
+	}
+	forEach(t, func(t *testing.T, r runner) {
+		cmd := r.command("exec", "--profile", "strict", "--", "/bin/sleep", "20")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+		}()
+		sup := cmd.Process.Pid
+		initPid := waitForPayload(t, sup, "sleep")
+		if mapsFrom(t, sup, goFixedHeapBase) {
+			t.Errorf("the supervisor (pid %d) has a mapping at Go's fixed heap base %#x: the lean sbx, which links C, must keep Go's random heap base", sup, goFixedHeapBase)
+		}
+		if os.Geteuid() != 0 {
+			// The init is not dumpable (PR_SET_DUMPABLE 0).
+			t.Logf("as uid %d: the init's maps are root's to read; the supervisor's only", os.Geteuid())
+			return
+		}
+		if !mapsFrom(t, initPid, goFixedHeapBase) {
+			t.Errorf("the init (pid %d, %s from %s) has no mapping at Go's fixed heap base %#x: its heap base is random, and its huge page holds only part of its heap", initPid, bi.GoVersion, initBin, goFixedHeapBase)
+		}
+	})
+}
+
+// mapsFrom says whether pid has a mapping that begins at addr.
+func mapsFrom(t *testing.T, pid int, addr uint64) bool {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatalf("maps of pid %d: %v", pid, err)
+	}
+	prefix := strconv.FormatUint(addr, 16) + "-"
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return true
+		}
+	}
+	return false
 }
