@@ -270,6 +270,16 @@ func int80Outcome(t *testing.T) (gate bool) {
 // processesWith lists host pids whose argv contains marker.
 func processesWith(marker string) []int {
 	var pids []int
+	for pid := range cmdlinesWith(marker) {
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// cmdlinesWith lists the processes whose command line holds marker, with
+// that command line (the NUL-separated argv) as read once.
+func cmdlinesWith(marker string) map[int]string {
+	out := map[int]string{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		var pid int
@@ -278,10 +288,10 @@ func processesWith(marker string) []int {
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err == nil && bytes.Contains(b, []byte(marker)) {
-			pids = append(pids, pid)
+			out[pid] = string(b)
 		}
 	}
-	return pids
+	return out
 }
 
 // killMarked ends, by pid, leftovers of a failed test: only processes
