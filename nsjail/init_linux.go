@@ -104,8 +104,9 @@ func closeSupervisorEnds(ends [len(supervisorFDs)]fileID) {
 	}
 }
 
-// startWarmWire starts warmWire on the init's second P, once the Spec is
-// decoded: the warm-up then runs beside the mount plan (syscalls, ~1 ms)
+// startWarmWire starts warmWire in a goroutine of its own, once the Spec
+// is decoded: the warm-up then runs while the mount plan's thread is in
+// its syscalls (~1 ms; the init has one P, initEnv)
 // and is usually done before the "ready" line (if not, that encode
 // builds the caches itself, as without it). It used to start with the
 // runtime, beside the Spec's decode, and made that decode slower on the
@@ -119,8 +120,8 @@ func (in *initProc) startWarmWire() error {
 	return nil
 }
 
-// warmWire fills encoding/json's per-type caches for the status line on
-// the init's second P while this thread mounts. A
+// warmWire fills encoding/json's per-type caches for the status line
+// while the main goroutine mounts. A
 // type's first use reflects over it and every type it reaches
 // (cachedTypeFields builds each field's encoder, recursively) and
 // allocates what it finds; for StatusMsg that first use was the "ready"
@@ -595,7 +596,7 @@ func (in *initProc) supervise(argv0 string, p *Payload) int {
 		// what it runs (session_driver.py).
 		files = append(files, sessionFD)
 	}
-	pid, err := syscall.ForkExec(argv0, p.Argv, &syscall.ProcAttr{
+	pid, err := forkExecOnTwoPs(argv0, p.Argv, &syscall.ProcAttr{
 		Dir:   in.spec.Workdir,
 		Env:   in.environ,
 		Files: files,
@@ -686,8 +687,28 @@ func (in *initProc) reap(pid int) int {
 	return 0
 }
 
+// forkExecOnTwoPs is syscall.ForkExec with a second P for the fork's
+// length. The init runs on one P (initEnv), but a fork needs two: the
+// raw vfork keeps its P until the child's execve, and before that the
+// child's setsid is held by the filter until the denial server, a
+// goroutine, sets the payload's rlimits on it (seccomp.ActHold), which
+// needs a P of its own (TestInitOnOneCPU deadlocked at its 30 s setup
+// timeout without it). Back to one as soon as the child has exec'd: the
+// second P then dies having run little beyond the hold, so its mcache
+// hands few spans back (issue 13, twelfth pass: with two Ps from the
+// runtime's start, the GOMAXPROCS(1) after the execve handed back the
+// spans of everything the second P had run, ~75 page faults per run in
+// fresh span-set blocks, runtime.(*spanSet).push).
+func forkExecOnTwoPs(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	runtime.GOMAXPROCS(2)
+	pid, err := syscall.ForkExec(argv0, argv, attr)
+	runtime.GOMAXPROCS(1)
+	return pid, err
+}
+
 // waitOnOneP leaves the init one P (GOMAXPROCS 1) once the payload has
-// exec'd: from here on the init only waits (wait4, the control pipe, the
+// exec'd (forkExecOnTwoPs has already; a warm sandbox's hand-off forks
+// nothing): from here on the init only waits (wait4, the control pipe, the
 // seccomp listener), and with a second P its runtime keeps waking on the
 // payload's CPUs. The Go scheduler leaves a P in a blocking syscall
 // (the reaper's wait4) to its goroutine for 10 ms while another P is idle
@@ -697,8 +718,8 @@ func (in *initProc) reap(pid int) int {
 // difference on the payload, python3 -S -c pass (25 runs each, as root
 // and as uid 65534): the init preempted it 16-20 times per run, now 3-5,
 // and its wall time from execve to exit dropped 1.2-1.9 ms, its CPU time
-// 0.4-0.7 ms, to bare python3's. Not earlier: until the payload's execve
-// the init needs two Ps (nsjail/lean_linux.go, initEnv).
+// 0.4-0.7 ms, to bare python3's. The call stays for the mark, and so
+// that no path reaches the payload's wait on two Ps.
 func (in *initProc) waitOnOneP() {
 	runtime.GOMAXPROCS(1)
 	in.tl.mark(fmt.Sprintf("init: GOMAXPROCS %d while the payload runs", runtime.GOMAXPROCS(0)))

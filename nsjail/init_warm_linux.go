@@ -115,7 +115,7 @@ func (in *initProc) forkDriver(argv0, path string, preload, env []string, selfLi
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "warm"), fds[1]
 	argv := append([]string{argv0, "-c", warmDriver}, preload...)
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+	pid, err := forkExecOnTwoPs(path, argv, &syscall.ProcAttr{
 		Dir:   in.spec.Workdir,
 		Env:   env,
 		Files: []uintptr{0, 1, 2, uintptr(theirs)},

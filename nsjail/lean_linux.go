@@ -11,21 +11,20 @@ import (
 // set at its execve). The Go runtime reads it before it starts anything
 // (runtime.schedinit), which no call from Init could do.
 //
-// GOMAXPROCS=2, whatever the host's CPU count or the affinity sbx runs
-// with: the init needs exactly two Ps, and deadlocks with one. It forks
-// the payload with vfork (CLONE_VM|CLONE_VFORK: syscall.forkAndExecInChild1
-// without namespace flags), and the raw clone keeps its P until the child
-// has exec'd; before that exec, the child's setsid is held by the seccomp
-// filter (ActHold) until the denial server sets the payload's rlimits on
-// it, and that goroutine needs a P of its own to run. With the default,
-// one P on a one-CPU host (or a sbx pinned to one CPU: taskset, cpusets)
-// held every run for its 30 s setup timeout (TestInitOnOneCPU). The init's
-// other goroutines (lo up, the control reader) spend their lives blocked
-// in syscalls, which need no P; more than two Ps would only let idle Ps
-// spin up threads to look for work, on cores that are the payload's
-// (issue 13). Once the payload has exec'd the init drops to one P
-// (waitOnOneP).
-var initEnv = []string{"GOMAXPROCS=2"}
+// GOMAXPROCS=1, whatever the host's CPU count or the affinity sbx runs
+// with. The init's goroutines besides the main one (lo up, the denial
+// server, the control reader) spend their lives blocked in syscalls,
+// which need no P, and the status line's warm-up runs while the main one
+// is in its mount syscalls; more Ps would only let idle Ps spin up
+// threads to look for work, on cores that are the payload's.
+// The one step that needs two Ps, a fork (the vfork and the seccomp
+// hold: TestInitOnOneCPU), raises the count for its length
+// (forkExecOnTwoPs). Until issue 13's twelfth pass the init started with
+// two and dropped to one after the payload's execve (waitOnOneP), and
+// that GOMAXPROCS(1) handed back every span the second P had cached:
+// ~75 page faults per run, in fresh span-set blocks (docs/DESIGN.md,
+// "The init on one P from its start").
+var initEnv = []string{"GOMAXPROCS=1"}
 
 // hugeHeapMinMemory is the least memory limit under which the init still
 // takes its huge page (Job.HugeHeapInit). The init's memory is the

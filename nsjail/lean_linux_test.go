@@ -26,7 +26,7 @@ func TestInitEnviron(t *testing.T) {
 			t.Errorf("with HugeHeapInit and a memory limit of %d bytes: %q, want SBX_HUGE_HEAP=1 %v", mem, got, want)
 		}
 	}
-	if !slices.Equal(initEnv, before) || !slices.Contains(initEnv, "GOMAXPROCS=2") {
+	if !slices.Equal(initEnv, before) || !slices.Contains(initEnv, "GOMAXPROCS=1") {
 		t.Errorf("initEnv is now %q, was %q", initEnv, before)
 	}
 }

@@ -51,7 +51,10 @@ func TestBuiltinFiltersArePrecompiled(t *testing.T) {
 // edge host, a cpuset) runs its payload. The init's Go runtime once took
 // its P count from the CPUs it may use, and with one P it deadlocked on
 // the payload's vfork while the seccomp hold waited for the denial server
-// (nsjail/lean_linux.go): every run ended at the 30 s setup timeout.
+// (nsjail/lean_linux.go): every run ended at the 30 s setup timeout. The
+// init now starts on one P on any host and takes a second for the length
+// of each fork (nsjail forkExecOnTwoPs): that second P must work where
+// only one CPU does.
 func TestInitOnOneCPU(t *testing.T) {
 	if _, err := exec.LookPath("taskset"); err != nil {
 		t.Skip("taskset (util-linux) is not installed")
