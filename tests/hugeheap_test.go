@@ -104,12 +104,19 @@ func startSleeping(t *testing.T, r runner, env []string, args ...string) (sup, i
 		cmd.Wait()
 	}
 	sup = cmd.Process.Pid
+	// waitForPayload ends the test with t.Fatal when the payload never
+	// sleeps: the run is ended here then, as the caller's deferred stop
+	// is not yet registered. Not t.Failed, which an earlier error of the
+	// same test would set.
+	waited := false
 	defer func() {
-		if t.Failed() {
+		if !waited {
 			stop()
 		}
 	}()
-	return sup, waitForPayload(t, sup, "sleep"), stop
+	initPid = waitForPayload(t, sup, "sleep")
+	waited = true
+	return sup, initPid, stop
 }
 
 // wantInitEnv checks that the init's environment has SBX_HUGE_HEAP=1 or
